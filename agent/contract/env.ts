@@ -1,0 +1,645 @@
+import { parseDuration } from './duration.ts';
+import { ConfigError, ConfigErrors, quote } from './errors.ts';
+import { findPathConflict, validateRelativePath } from './path.ts';
+import { parseReference, type SecretReference } from './reference.ts';
+
+/**
+ * The agent's environment contract, declared once as data. The agent parses env with it, the
+ * webhook renders env with it, and the README tables are generated from it (a test keeps them equal).
+ */
+
+export type AgentMode = 'init' | 'sidecar';
+export type SecretFormat = 'raw' | 'split' | 'dotenv';
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+
+export interface SecretSpec {
+  /** The env prefix the secret came from (`SECRET_0`, or `SECRET_ARN` for the legacy form): what errors name. */
+  readonly id: string;
+  readonly ref: SecretReference;
+  /** Path inside the secrets directory; for `split`, the directory the keys go into ('' = top level). */
+  readonly filename: string;
+  readonly format: SecretFormat;
+  readonly mode: number;
+  /** Sidecar refresh period for this secret (defaults to REFRESH_INTERVAL). */
+  readonly refreshIntervalMs: number;
+}
+
+export interface PodIdentity {
+  readonly namespace?: string;
+  readonly name?: string;
+  readonly uid?: string;
+}
+
+export interface AgentConfig {
+  readonly mode: AgentMode;
+  readonly secretsDir: string;
+  /**
+   * Name of the file set this agent owns in the directory. Distinct sets let several agents share one
+   * volume, as Flyte's one-init-container-per-secret layout does with the legacy env.
+   */
+  readonly setName: string;
+  readonly secrets: readonly SecretSpec[];
+  readonly initDeadlineMs: number;
+  readonly logLevel: LogLevel;
+  readonly requireMemoryFs: boolean;
+  readonly pod: PodIdentity;
+  readonly sidecar: SidecarSettings;
+}
+
+/** How the sidecar tells the app about a rotation, and where it serves probes and metrics. */
+export interface SidecarSettings {
+  readonly refreshIntervalMs: number;
+  readonly httpAddr: { readonly host: string; readonly port: number };
+  readonly signal?: { readonly name: NodeJS.Signals; readonly process?: string; readonly pidFile?: string };
+  readonly http?: { readonly method: string; readonly url: string };
+  readonly command?: string;
+  readonly restartOnChange: boolean;
+  readonly deleteBarePod: boolean;
+  readonly configFile?: string;
+}
+
+interface Setting<T> {
+  /** The default as the user would write it; undefined means optional with no default. */
+  readonly default: string | undefined;
+  readonly doc: string;
+  readonly parse: (text: string, field: string) => T;
+}
+
+function setting<T>(s: Setting<T>): Setting<T> {
+  return s;
+}
+
+function oneOf<const T extends string>(values: readonly T[]): (text: string, field: string) => T {
+  return (text, field) => {
+    if ((values as readonly string[]).includes(text)) return text as T;
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not one of ${values.join(', ')}`,
+      `set it to one of ${values.join(', ')}`,
+    );
+  };
+}
+
+function boolean(text: string, field: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new ConfigError(field, `${quote(text)} is not a boolean`, 'set it to true or false');
+}
+
+function duration(min: number, max: number) {
+  return (text: string, field: string): number => {
+    const ms = parseDuration(text);
+    if (ms === undefined)
+      throw new ConfigError(field, `${quote(text)} is not a duration`, 'write it like 30s, 1m30s or 2m');
+    if (ms < min || ms > max)
+      throw new ConfigError(
+        field,
+        `${quote(text)} is out of range`,
+        `use between ${min / 1000}s and ${max / 1000}s`,
+      );
+    return ms;
+  };
+}
+
+function signalName(text: string, field: string): NodeJS.Signals {
+  const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2', 'SIGWINCH'] as const;
+  const name = text.startsWith('SIG') ? text : `SIG${text}`;
+  if ((SIGNALS as readonly string[]).includes(name)) return name as NodeJS.Signals;
+  throw new ConfigError(
+    field,
+    `${quote(text)} is not a signal the agent sends`,
+    `use one of ${SIGNALS.join(', ')}`,
+  );
+}
+
+function httpTarget(text: string, field: string): { method: string; url: string } {
+  const m = /^(?:(GET|POST|PUT|PATCH|DELETE) )?(\S+)$/.exec(text.trim());
+  let url: URL | undefined;
+  try {
+    url = m ? new URL(m[2]!) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!m || !url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not [METHOD] URL`,
+      'write it like POST http://127.0.0.1:8080/-/reload',
+    );
+  }
+  return { method: m[1] ?? 'POST', url: url.toString() };
+}
+
+function listenAddress(text: string, field: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:]*)):(\d{1,5})$/.exec(text);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port < 1 || port > 65535)
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not HOST:PORT`,
+      'write it like 0.0.0.0:8099 or 127.0.0.1:9000',
+    );
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+function nonEmpty(text: string, field: string): string {
+  if (text.trim() === '') throw new ConfigError(field, 'is empty', 'set a value or remove the variable');
+  return text;
+}
+
+function absolutePath(text: string, field: string): string {
+  if (!text.startsWith('/') || text.includes('\0'))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not an absolute path`,
+      'use an absolute path such as /var/run/secrets/app',
+    );
+  return text;
+}
+
+function podField(text: string, field: string): string {
+  if (text.length > 253 || !/^[A-Za-z0-9._-]*$/.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a Kubernetes name`,
+      'set it from the downward API (fieldRef metadata.name / metadata.namespace / metadata.uid)',
+    );
+  return text;
+}
+
+export function parseFileMode(text: string, field: string): number {
+  const m = /^(?:0o?)?([0-7]{3})$/.exec(text);
+  const mode = m ? parseInt(m[1]!, 8) : NaN;
+  if (!m || (mode & 0o444) === 0) {
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a readable file mode`,
+      'use an octal mode with a read bit, such as 0400 (owner only) or 0440 (owner and fsGroup)',
+    );
+  }
+  return mode;
+}
+
+/** Settings that apply to the whole agent. */
+export const AGENT_SETTINGS = {
+  AGENT_MODE: setting({
+    default: 'init',
+    doc: '`init`: fetch every secret, write the set once, exit 0 (non-zero if any secret failed). `sidecar`: write once (ready only then), then keep the files fresh and tell the app.',
+    parse: oneOf(['init', 'sidecar'] as const),
+  }),
+  SECRETS_DIR: setting({
+    default: '/tmp',
+    doc: 'Directory the files are written to: the memory-medium volume. It must exist. `/tmp` matches the volume mount of the Flyte / aws-samples injectors.',
+    parse: absolutePath,
+  }),
+  FILE_MODE: setting({
+    default: '0400',
+    doc: 'Default mode of written files (octal). Readable by the agent’s user only: run the agent as the app’s user (the webhook does), or use 0440 with a pod fsGroup.',
+    parse: parseFileMode,
+  }),
+  INIT_DEADLINE: setting({
+    default: '60s',
+    doc: 'How long init mode retries transient backend errors (capped exponential backoff with jitter) before it gives up.',
+    parse: duration(1000, 3_600_000),
+  }),
+  REQUIRE_MEMORY_FS: setting({
+    default: 'true',
+    doc: 'Refuse to write unless SECRETS_DIR is on tmpfs/ramfs, so secrets never reach a disk. `false` only for local runs.',
+    parse: boolean,
+  }),
+  LOG_LEVEL: setting({
+    default: 'info',
+    doc: 'pino log level: trace, debug, info, warn, error, fatal or silent. Logs are JSON on stdout and never contain secret values.',
+    parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
+  }),
+  POD_NAMESPACE: setting({
+    default: undefined,
+    doc: 'Pod namespace (downward API). Sent in the backend user agent so its audit log shows which pod read a secret.',
+    parse: podField,
+  }),
+  POD_NAME: setting({
+    default: undefined,
+    doc: 'Pod name (downward API), for the backend audit log like POD_NAMESPACE.',
+    parse: podField,
+  }),
+  POD_UID: setting({
+    default: undefined,
+    doc: 'Pod UID (downward API), logged with every run.',
+    parse: podField,
+  }),
+  REFRESH_INTERVAL: setting({
+    default: '5m',
+    doc: 'Sidecar: how often each secret is checked for a new version (Go duration, with jitter).',
+    parse: duration(1000, 86_400_000),
+  }),
+  AGENT_HTTP_ADDR: setting({
+    default: '0.0.0.0:8099',
+    doc: 'Sidecar: where /healthz, /readyz and /metrics are served (HOST:PORT).',
+    parse: listenAddress,
+  }),
+  ROTATION_SIGNAL: setting({
+    default: undefined,
+    doc: 'Sidecar: signal sent to the app after a rotation (e.g. SIGHUP); needs ROTATION_SIGNAL_PROCESS or ROTATION_SIGNAL_PIDFILE and a shared process namespace.',
+    parse: signalName,
+  }),
+  ROTATION_SIGNAL_PROCESS: setting({
+    default: undefined,
+    doc: 'Sidecar: name of the process (as in /proc/PID/comm) to signal.',
+    parse: nonEmpty,
+  }),
+  ROTATION_SIGNAL_PIDFILE: setting({
+    default: undefined,
+    doc: 'Sidecar: file holding the PID to signal.',
+    parse: absolutePath,
+  }),
+  ROTATION_HTTP_URL: setting({
+    default: undefined,
+    doc: 'Sidecar: HTTP request made after a rotation, `[METHOD] URL` (default method POST), e.g. `POST http://127.0.0.1:8080/-/reload`.',
+    parse: httpTarget,
+  }),
+  ROTATION_COMMAND: setting({
+    default: undefined,
+    doc: 'Sidecar: command run (without a shell) after a rotation.',
+    parse: nonEmpty,
+  }),
+  RESTART_ON_CHANGE: setting({
+    default: 'false',
+    doc: 'Sidecar: after a rotation, restart the pod’s owner (Deployment, StatefulSet, DaemonSet) through a pod-template annotation. Needs RBAC.',
+    parse: boolean,
+  }),
+  RESTART_DELETE_BARE_POD: setting({
+    default: 'false',
+    doc: 'Sidecar, with RESTART_ON_CHANGE: delete a pod that has no owner to restart.',
+    parse: boolean,
+  }),
+  AGENT_CONFIG_FILE: setting({
+    default: undefined,
+    doc: 'Sidecar: JSON or YAML file with the same settings as this table (env names as keys), watched and applied on change.',
+    parse: absolutePath,
+  }),
+  SECRET_ARN: setting({
+    default: undefined,
+    doc: 'Legacy single-secret form (Flyte / aws-samples sidecar contract): any reference, usually a Secrets Manager ARN. Not combinable with SECRET_<N>_*.',
+    parse: (text, field) => parseReference(text, field),
+  }),
+  SECRET_FILENAME: setting({
+    default: 'secret',
+    doc: 'With SECRET_ARN: the file name to write the value to.',
+    parse: validateRelativePath,
+  }),
+} as const;
+
+/** Settings of secret number N, read from `SECRET_<N>_<NAME>`; N counts up from 0 without gaps. */
+export const SECRET_SETTINGS = {
+  REF: setting({
+    default: undefined,
+    doc: 'Required. The secret reference (see the reference forms).',
+    parse: (text, field) => parseReference(text, field),
+  }),
+  FILENAME: setting({
+    default: undefined,
+    doc: 'Path of the file inside SECRETS_DIR (sub-directories allowed, never escaping it). Required except for `split`, where it is the directory the keys go into (default: the top level).',
+    parse: (text, field) => (text === '' ? '' : validateRelativePath(text, field)),
+  }),
+  FORMAT: setting({
+    default: 'raw',
+    doc: "`raw`: the value as stored (with `#key`: that key’s value). `split`: each top-level JSON key as its own file. `dotenv`: the JSON object as KEY='value' lines.",
+    parse: oneOf(['raw', 'split', 'dotenv'] as const),
+  }),
+  MODE: setting({
+    default: 'FILE_MODE',
+    doc: 'File mode (octal) for this secret’s files.',
+    parse: parseFileMode,
+  }),
+  REFRESH_INTERVAL: setting({
+    default: 'REFRESH_INTERVAL',
+    doc: 'Sidecar refresh period for this secret.',
+    parse: duration(1000, 86_400_000),
+  }),
+} as const;
+
+export type SecretSettingName = keyof typeof SECRET_SETTINGS;
+
+/** Variables we do not parse but the backend client libraries read; documented beside ours. */
+export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
+  { name: 'AWS_REGION', doc: 'AWS SDK: region for `aws:NAME` references (ARNs carry their own).' },
+  {
+    name: 'AWS_ENDPOINT_URL_SECRETS_MANAGER',
+    doc: 'AWS SDK: Secrets Manager endpoint override (VPC endpoint, local testing).',
+  },
+  { name: 'AWS_ENDPOINT_URL', doc: 'AWS SDK: endpoint override for every AWS service.' },
+  { name: 'AWS_ROLE_ARN', doc: 'AWS SDK: role to assume with a web identity token (IRSA sets it).' },
+  { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', doc: 'AWS SDK: projected service-account token for IRSA.' },
+  {
+    name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+    doc: 'AWS SDK: EKS Pod Identity agent endpoint (set by EKS).',
+  },
+  {
+    name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+    doc: 'AWS SDK: EKS Pod Identity token file (set by EKS).',
+  },
+  {
+    name: 'AWS_ACCESS_KEY_ID',
+    doc: 'AWS SDK: static credentials (with AWS_SECRET_ACCESS_KEY); prefer IRSA or Pod Identity.',
+  },
+];
+
+const SECRET_VAR = /^SECRET_(\d+)_([A-Z0-9_]+)$/;
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** The env var name of setting `name` of secret `index`. */
+export function secretVar(index: number, name: SecretSettingName): string {
+  return `SECRET_${index}_${name}`;
+}
+
+/** Parses the agent's env into a typed config; throws ConfigErrors listing every problem found. */
+export function parseAgentConfig(env: Env): AgentConfig {
+  const errors: ConfigError[] = [];
+  const read = <T>(name: string, s: Setting<T>, fallback?: string): T | undefined => {
+    const raw = env[name] ?? fallback ?? s.default;
+    if (raw === undefined) return undefined;
+    try {
+      return s.parse(raw, name);
+    } catch (e) {
+      if (e instanceof ConfigError) {
+        errors.push(e);
+        return undefined;
+      }
+      throw e;
+    }
+  };
+
+  const g = AGENT_SETTINGS;
+  const mode = read('AGENT_MODE', g.AGENT_MODE);
+  const secretsDir = read('SECRETS_DIR', g.SECRETS_DIR);
+  const fileMode = read('FILE_MODE', g.FILE_MODE);
+  const initDeadlineMs = read('INIT_DEADLINE', g.INIT_DEADLINE);
+  const requireMemoryFs = read('REQUIRE_MEMORY_FS', g.REQUIRE_MEMORY_FS);
+  const logLevel = read('LOG_LEVEL', g.LOG_LEVEL);
+  const refreshIntervalMs = read('REFRESH_INTERVAL', g.REFRESH_INTERVAL);
+  const httpAddr = read('AGENT_HTTP_ADDR', g.AGENT_HTTP_ADDR);
+  const signal = read('ROTATION_SIGNAL', g.ROTATION_SIGNAL);
+  const signalProcess = read('ROTATION_SIGNAL_PROCESS', g.ROTATION_SIGNAL_PROCESS);
+  const signalPidFile = read('ROTATION_SIGNAL_PIDFILE', g.ROTATION_SIGNAL_PIDFILE);
+  const http = read('ROTATION_HTTP_URL', g.ROTATION_HTTP_URL);
+  const command = read('ROTATION_COMMAND', g.ROTATION_COMMAND);
+  const restartOnChange = read('RESTART_ON_CHANGE', g.RESTART_ON_CHANGE);
+  const deleteBarePod = read('RESTART_DELETE_BARE_POD', g.RESTART_DELETE_BARE_POD);
+  const configFile = read('AGENT_CONFIG_FILE', g.AGENT_CONFIG_FILE);
+  if (signal && !signalProcess && !signalPidFile) {
+    errors.push(
+      new ConfigError(
+        'ROTATION_SIGNAL',
+        'is set but no process to signal is named',
+        'set ROTATION_SIGNAL_PROCESS (process name) or ROTATION_SIGNAL_PIDFILE',
+      ),
+    );
+  }
+  if (!signal && (signalProcess || signalPidFile)) {
+    errors.push(
+      new ConfigError(
+        signalProcess ? 'ROTATION_SIGNAL_PROCESS' : 'ROTATION_SIGNAL_PIDFILE',
+        'is set without ROTATION_SIGNAL',
+        'set ROTATION_SIGNAL, e.g. SIGHUP',
+      ),
+    );
+  }
+  const pod: { namespace?: string; name?: string; uid?: string } = {};
+  const namespace = read('POD_NAMESPACE', g.POD_NAMESPACE);
+  const podName = read('POD_NAME', g.POD_NAME);
+  const uid = read('POD_UID', g.POD_UID);
+  if (namespace) pod.namespace = namespace;
+  if (podName) pod.name = podName;
+  if (uid) pod.uid = uid;
+
+  const secrets: SecretSpec[] = [];
+  let setName = 'data';
+  const indexed = readIndexed(env, errors);
+
+  if (env.SECRET_ARN !== undefined) {
+    if (indexed.size > 0) {
+      errors.push(
+        new ConfigError(
+          'SECRET_ARN',
+          'the legacy SECRET_ARN form is set together with SECRET_<N>_* variables',
+          'use one form: move SECRET_ARN to SECRET_<N>_REF',
+        ),
+      );
+    }
+    const ref = read('SECRET_ARN', g.SECRET_ARN);
+    const filename = read('SECRET_FILENAME', g.SECRET_FILENAME);
+    if (ref && filename !== undefined && fileMode !== undefined) {
+      secrets.push({
+        id: 'SECRET_ARN',
+        ref,
+        filename,
+        format: 'raw',
+        mode: fileMode,
+        refreshIntervalMs: refreshIntervalMs ?? 0,
+      });
+      // One set per file name, so sequential init containers (one per secret) can share the volume.
+      setName = `data-${filename.replace(/[^A-Za-z0-9]/g, '-')}`;
+    }
+  } else if (env.SECRET_FILENAME !== undefined) {
+    errors.push(
+      new ConfigError(
+        'SECRET_FILENAME',
+        'is set without SECRET_ARN',
+        'set SECRET_ARN too, or use SECRET_<N>_REF / SECRET_<N>_FILENAME',
+      ),
+    );
+  }
+
+  const indices = [...indexed.keys()].sort((a, b) => a - b);
+  indices.forEach((index, position) => {
+    if (index !== position) {
+      errors.push(
+        new ConfigError(
+          `SECRET_${position}_REF`,
+          `secrets are numbered with a gap: SECRET_${index}_* is set but SECRET_${position}_REF is not`,
+          'number secrets 0, 1, 2, … without gaps',
+        ),
+      );
+    }
+  });
+  for (const index of indices) {
+    const vars = indexed.get(index)!;
+    const get = <T>(name: SecretSettingName, s: Setting<T>): T | undefined => {
+      const field = secretVar(index, name);
+      const raw = vars.get(name);
+      if (raw === undefined) return undefined;
+      return read(field, s, raw);
+    };
+    const id = `SECRET_${index}`;
+    if (!vars.has('REF')) {
+      errors.push(
+        new ConfigError(
+          secretVar(index, 'REF'),
+          `${id}_* settings are given but no reference`,
+          `set ${id}_REF to the secret to fetch`,
+        ),
+      );
+      continue;
+    }
+    const ref = get('REF', SECRET_SETTINGS.REF);
+    const format = get('FORMAT', SECRET_SETTINGS.FORMAT) ?? 'raw';
+    const mode = get('MODE', SECRET_SETTINGS.MODE) ?? fileMode;
+    const refresh = get('REFRESH_INTERVAL', SECRET_SETTINGS.REFRESH_INTERVAL) ?? refreshIntervalMs ?? 0;
+    let filename: string | undefined; // undefined after a parse error, already recorded
+    if (vars.has('FILENAME')) filename = get('FILENAME', SECRET_SETTINGS.FILENAME);
+    else if (format === 'split') filename = '';
+    else {
+      errors.push(
+        new ConfigError(
+          secretVar(index, 'FILENAME'),
+          'is not set',
+          'name the file to write, e.g. db-password (only FORMAT=split may leave it empty)',
+        ),
+      );
+      continue;
+    }
+    if (filename === '' && format !== 'split') {
+      errors.push(
+        new ConfigError(secretVar(index, 'FILENAME'), 'is empty', 'name the file to write, e.g. db-password'),
+      );
+      continue;
+    }
+    if (ref && filename !== undefined && mode !== undefined)
+      secrets.push({ id, ref, filename, format, mode, refreshIntervalMs: refresh });
+  }
+
+  const conflict = findFileConflict(secrets);
+  if (conflict) errors.push(conflict);
+  if (errors.length === 0 && secrets.length === 0) {
+    errors.push(
+      new ConfigError(
+        'SECRET_0_REF',
+        'no secret is configured',
+        'set SECRET_0_REF and SECRET_0_FILENAME (or the legacy SECRET_ARN)',
+      ),
+    );
+  }
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  return {
+    mode: mode!,
+    secretsDir: secretsDir!,
+    setName,
+    secrets,
+    initDeadlineMs: initDeadlineMs!,
+    logLevel: logLevel!,
+    requireMemoryFs: requireMemoryFs!,
+    pod,
+    sidecar: {
+      refreshIntervalMs: refreshIntervalMs!,
+      httpAddr: httpAddr!,
+      ...(signal
+        ? {
+            signal: {
+              name: signal,
+              ...(signalProcess ? { process: signalProcess } : {}),
+              ...(signalPidFile ? { pidFile: signalPidFile } : {}),
+            },
+          }
+        : {}),
+      ...(http ? { http } : {}),
+      ...(command ? { command } : {}),
+      restartOnChange: restartOnChange!,
+      deleteBarePod: deleteBarePod!,
+      ...(configFile ? { configFile } : {}),
+    },
+  };
+}
+
+/**
+ * File names two secrets cannot both have. A split secret's name is a directory whose keys are
+ * known only after the fetch (the writer checks those), so here it only clashes with a file at or
+ * above it.
+ */
+function findFileConflict(secrets: readonly SecretSpec[]): ConfigError | undefined {
+  const files = secrets.filter((s) => s.format !== 'split');
+  const conflict = findPathConflict(files.map((s) => s.filename));
+  const fileAt = (path: string, skip = 0) => files.filter((s) => s.filename === path)[skip]!.id;
+  if (conflict) {
+    const [first, second] = conflict;
+    return new ConfigError(
+      `${first === second ? fileAt(second, 1) : fileAt(second)}_FILENAME`,
+      first === second
+        ? `${quote(first)} is also the file name of ${fileAt(first)}`
+        : `${quote(second)} needs ${quote(first)} as a directory, but ${fileAt(first)} writes a file there`,
+      'give every secret its own file name',
+    );
+  }
+  for (const split of secrets.filter((s) => s.format === 'split' && s.filename !== '')) {
+    const clash = files.find(
+      (f) => split.filename === f.filename || split.filename.startsWith(`${f.filename}/`),
+    );
+    if (clash) {
+      return new ConfigError(
+        `${split.id}_FILENAME`,
+        `the split directory ${quote(split.filename)} is where ${clash.id} writes the file ${quote(clash.filename)}`,
+        'give every secret its own file name',
+      );
+    }
+  }
+  return undefined;
+}
+
+/** Groups SECRET_<N>_<NAME> variables by N; reports unknown names and non-canonical numbers. */
+function readIndexed(env: Env, errors: ConfigError[]): Map<number, Map<SecretSettingName, string>> {
+  const byIndex = new Map<number, Map<SecretSettingName, string>>();
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) continue;
+    const m = SECRET_VAR.exec(name);
+    if (!m) continue;
+    const [, digits, setting] = m;
+    if (String(Number(digits)) !== digits || Number(digits) > 9999) {
+      errors.push(
+        new ConfigError(
+          name,
+          `${quote(digits!)} is not a secret number`,
+          'number secrets 0, 1, 2, … without leading zeros',
+        ),
+      );
+      continue;
+    }
+    if (!Object.hasOwn(SECRET_SETTINGS, setting!)) {
+      errors.push(
+        new ConfigError(
+          name,
+          `${quote(setting!)} is not a secret setting`,
+          `use one of ${Object.keys(SECRET_SETTINGS).join(', ')}`,
+        ),
+      );
+      continue;
+    }
+    const index = Number(digits);
+    let vars = byIndex.get(index);
+    if (!vars) byIndex.set(index, (vars = new Map()));
+    vars.set(setting as SecretSettingName, value);
+  }
+  return byIndex;
+}
+
+/** What the webhook (or a person) specifies per secret; rendered to the env parseAgentConfig reads. */
+export interface SecretEnvInput {
+  readonly ref: string;
+  readonly filename: string;
+  readonly format?: SecretFormat;
+  /** Octal text, e.g. "0440". */
+  readonly mode?: string;
+  /** Go duration, e.g. "1m". */
+  readonly refreshInterval?: string;
+}
+
+/** Renders secrets as SECRET_<N>_* env, omitting settings left at their default. */
+export function renderSecretEnv(secrets: readonly SecretEnvInput[]): { name: string; value: string }[] {
+  const out: { name: string; value: string }[] = [];
+  secrets.forEach((s, index) => {
+    out.push({ name: secretVar(index, 'REF'), value: s.ref });
+    out.push({ name: secretVar(index, 'FILENAME'), value: s.filename });
+    if (s.format && s.format !== 'raw') out.push({ name: secretVar(index, 'FORMAT'), value: s.format });
+    if (s.mode) out.push({ name: secretVar(index, 'MODE'), value: s.mode });
+    if (s.refreshInterval) out.push({ name: secretVar(index, 'REFRESH_INTERVAL'), value: s.refreshInterval });
+  });
+  return out;
+}

@@ -1,0 +1,286 @@
+import { ConfigError, quote } from './errors.ts';
+
+/**
+ * The reference grammar: how a user names a secret, in an env var or an annotation.
+ * One module, imported by the agent (to fetch) and the webhook (to validate before a pod exists).
+ *
+ *   reference := source [ "?" option "=" value { "&" option "=" value } ] [ "#" key ]
+ *
+ * `text` keeps the reference as written: references name secrets, they are not secrets,
+ * so it is what logs and errors show.
+ */
+
+export type ProviderName = 'aws' | 'gcp' | 'vault' | 'file';
+
+interface ReferenceBase {
+  /** The reference as written, safe to log. */
+  readonly text: string;
+  /** A top-level key of a JSON secret to pick (`#key`). */
+  readonly key?: string;
+}
+
+export interface AwsReference extends ReferenceBase {
+  readonly provider: 'aws';
+  /** A name or an ARN, as Secrets Manager's SecretId takes it. */
+  readonly secretId: string;
+  /** From the ARN; a bare name uses the agent's AWS region. */
+  readonly region?: string;
+  readonly versionStage?: string;
+  readonly versionId?: string;
+}
+
+export interface GcpReference extends ReferenceBase {
+  readonly provider: 'gcp';
+  /** Absent in the short form `gcp:NAME`: the agent's project applies. */
+  readonly project?: string;
+  readonly secret: string;
+  readonly version: string;
+}
+
+export interface VaultReference extends ReferenceBase {
+  readonly provider: 'vault';
+  /** A logical path as Vault's HTTP API takes it after /v1/, e.g. `secret/data/app`. */
+  readonly path: string;
+  /** KV v2 version to read; absent means the current one. */
+  readonly version?: number;
+}
+
+export interface FileReference extends ReferenceBase {
+  readonly provider: 'file';
+  readonly path: string;
+}
+
+export type SecretReference = AwsReference | GcpReference | VaultReference | FileReference;
+
+/** The accepted forms, for docs and for the error a malformed reference gets. */
+export const REFERENCE_FORMS: readonly { provider: ProviderName; form: string; meaning: string }[] = [
+  {
+    provider: 'aws',
+    form: 'arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME[?versionStage=STAGE|?versionId=ID]',
+    meaning: 'AWS Secrets Manager secret by ARN; the region comes from the ARN. Default stage AWSCURRENT.',
+  },
+  {
+    provider: 'aws',
+    form: 'aws:NAME[?versionStage=STAGE|?versionId=ID]',
+    meaning: 'AWS Secrets Manager secret by name, in the region of AWS_REGION.',
+  },
+  {
+    provider: 'gcp',
+    form: 'projects/PROJECT/secrets/SECRET[/versions/VERSION]',
+    meaning: 'GCP Secret Manager secret version; default version `latest`.',
+  },
+  {
+    provider: 'gcp',
+    form: 'gcp:SECRET[/versions/VERSION]',
+    meaning: 'GCP Secret Manager secret in the project of GCP_PROJECT.',
+  },
+  {
+    provider: 'vault',
+    form: 'vault:PATH[?version=N]',
+    meaning:
+      'HashiCorp Vault logical path, e.g. `vault:secret/data/app` (KV v2), `vault:database/creds/app`.',
+  },
+  { provider: 'file', form: 'file:PATH', meaning: 'A local file (demos, local runs, tests).' },
+];
+
+/** `#key` at the end of any form picks one top-level key of a JSON secret. */
+export const KEY_SUFFIX_DOC = 'Append `#KEY` to any form to pick one top-level key of a JSON secret.';
+
+const AWS_NAME = /^[A-Za-z0-9/_+=.@-]{1,512}$/;
+const AWS_ARN =
+  /^arn:(aws|aws-cn|aws-us-gov|aws-iso|aws-iso-[a-z])(?::secretsmanager:)([a-z]{2}(?:-[a-z]+)+-\d{1,2}):(\d{12}):secret:([A-Za-z0-9/_+=.@-]{1,512})$/;
+const AWS_STAGE = /^[A-Za-z0-9_+=.@-]{1,256}$/;
+const AWS_VERSION_ID = /^[A-Za-z0-9-]{32,64}$/;
+const GCP_PROJECT = /^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d{1,20})$/;
+const GCP_SECRET = /^[A-Za-z0-9_-]{1,255}$/;
+const GCP_VERSION = /^(?:latest|\d{1,19}|[A-Za-z][A-Za-z0-9_-]{0,62})$/;
+const GCP_FULL = /^projects\/([^/]+)\/secrets\/([^/]+)(?:\/versions\/([^/]+))?$/;
+const GCP_SHORT = /^([^/]+)(?:\/versions\/([^/]+))?$/;
+const VAULT_SEGMENT = /^[A-Za-z0-9_.@+=:-]+$/;
+const MAX_REFERENCE = 2048;
+
+function allowedForms(): string {
+  return REFERENCE_FORMS.map((f) => f.form).join(' | ');
+}
+
+/**
+ * Parses a reference; throws ConfigError naming `field` (the env var or annotation it came from).
+ */
+export function parseReference(text: string, field: string): SecretReference {
+  const fail = (problem: string, fix: string): never => {
+    throw new ConfigError(field, problem, fix);
+  };
+  if (text.trim() === '') fail('the reference is empty', `set it to one of: ${allowedForms()}`);
+  if (text.length > MAX_REFERENCE)
+    fail(`the reference is ${text.length} characters long`, `keep it under ${MAX_REFERENCE}`);
+  if (/[\s\0]/.test(text))
+    fail(`the reference ${quote(text)} contains white space or control characters`, 'remove them');
+
+  let rest = text;
+  let key: string | undefined;
+  const hash = rest.indexOf('#');
+  if (hash >= 0) {
+    key = rest.slice(hash + 1);
+    rest = rest.slice(0, hash);
+    if (key === '')
+      fail(`the reference ${quote(text)} ends in an empty #key`, 'name the JSON key after #, or drop the #');
+  }
+  let options = new Map<string, string>();
+  const question = rest.indexOf('?');
+  if (question >= 0) {
+    options = parseOptions(rest.slice(question + 1), text, fail);
+    rest = rest.slice(0, question);
+  }
+  const base = key === undefined ? { text } : { text, key };
+
+  const onlyOptions = (allowed: readonly string[]): void => {
+    for (const name of options.keys()) {
+      if (!allowed.includes(name)) {
+        fail(
+          `option ${quote(name)} is not known for this kind of reference`,
+          allowed.length ? `use one of: ${allowed.join(', ')}` : 'remove the ?… part',
+        );
+      }
+    }
+  };
+
+  if (rest.startsWith('arn:')) {
+    const m = AWS_ARN.exec(rest);
+    if (!m) {
+      return fail(
+        `${quote(rest)} is not a Secrets Manager secret ARN`,
+        'use arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME (copy it from the console or `aws secretsmanager describe-secret`)',
+      );
+    }
+    onlyOptions(['versionStage', 'versionId']);
+    return { ...base, provider: 'aws', secretId: rest, region: m[2]!, ...awsVersion(options, fail) };
+  }
+  if (rest.startsWith('aws:')) {
+    const name = rest.slice(4);
+    if (!AWS_NAME.test(name)) {
+      return fail(
+        `${quote(name)} is not a valid Secrets Manager secret name`,
+        'use 1 to 512 characters of letters, digits and /_+=.@-, or a full ARN',
+      );
+    }
+    onlyOptions(['versionStage', 'versionId']);
+    return { ...base, provider: 'aws', secretId: name, ...awsVersion(options, fail) };
+  }
+  if (rest.startsWith('projects/') || rest.startsWith('gcp:')) {
+    const full = rest.startsWith('projects/');
+    const m = full ? GCP_FULL.exec(rest) : GCP_SHORT.exec(rest.slice(4));
+    if (!m) {
+      return fail(
+        `${quote(rest)} is not a GCP Secret Manager name`,
+        'use projects/PROJECT/secrets/SECRET[/versions/VERSION] or gcp:SECRET[/versions/VERSION]',
+      );
+    }
+    const [project, secret, version] = full ? [m[1], m[2], m[3]] : [undefined, m[1], m[2]];
+    if (project !== undefined && !GCP_PROJECT.test(project)) {
+      fail(
+        `${quote(project)} is not a GCP project id or number`,
+        'use the project id (e.g. my-project) or its number',
+      );
+    }
+    if (!GCP_SECRET.test(secret!)) {
+      fail(`${quote(secret!)} is not a GCP secret id`, 'use 1 to 255 letters, digits, - and _');
+    }
+    if (version !== undefined && !GCP_VERSION.test(version)) {
+      fail(`${quote(version)} is not a GCP secret version`, 'use `latest`, a version number, or an alias');
+    }
+    onlyOptions([]);
+    return {
+      ...base,
+      provider: 'gcp',
+      ...(project === undefined ? {} : { project }),
+      secret: secret!,
+      version: version ?? 'latest',
+    };
+  }
+  if (rest.startsWith('vault:')) {
+    const path = rest.slice(6);
+    const segments = path.split('/');
+    if (path === '' || segments.some((s) => s === '' || s === '.' || s === '..' || !VAULT_SEGMENT.test(s))) {
+      return fail(
+        `${quote(path)} is not a Vault path`,
+        'use a path relative to /v1/ without leading or doubled slashes or dot segments, e.g. vault:secret/data/app',
+      );
+    }
+    onlyOptions(['version']);
+    const version = options.get('version');
+    if (version !== undefined && !/^[1-9]\d{0,9}$/.test(version)) {
+      fail(
+        `version ${quote(version)} is not a positive whole number`,
+        'use ?version=N with N ≥ 1, or drop it for the current one',
+      );
+    }
+    return {
+      ...base,
+      provider: 'vault',
+      path,
+      ...(version === undefined ? {} : { version: Number(version) }),
+    };
+  }
+  if (rest.startsWith('file:')) {
+    const path = rest.slice(5);
+    if (path === '') fail('the file: reference has no path', 'use file:PATH');
+    onlyOptions([]);
+    return { ...base, provider: 'file', path };
+  }
+  return fail(`${quote(text)} is not a reference this agent understands`, `use one of: ${allowedForms()}`);
+}
+
+function parseOptions(
+  query: string,
+  text: string,
+  fail: (problem: string, fix: string) => never,
+): Map<string, string> {
+  const options = new Map<string, string>();
+  for (const pair of query.split('&')) {
+    const eq = pair.indexOf('=');
+    const name = eq < 0 ? pair : pair.slice(0, eq);
+    const value = eq < 0 ? '' : pair.slice(eq + 1);
+    if (name === '' || value === '')
+      fail(`the options in ${quote(text)} are malformed`, 'write them as ?name=value&name=value');
+    if (options.has(name)) fail(`option ${quote(name)} is given twice in ${quote(text)}`, 'keep one');
+    options.set(name, value);
+  }
+  return options;
+}
+
+function awsVersion(
+  options: ReadonlyMap<string, string>,
+  fail: (problem: string, fix: string) => never,
+): { versionStage?: string; versionId?: string } {
+  const versionStage = options.get('versionStage');
+  const versionId = options.get('versionId');
+  if (versionStage !== undefined && versionId !== undefined) {
+    fail('both versionStage and versionId are set', 'choose one: a stage (e.g. AWSPREVIOUS) or a version id');
+  }
+  if (versionStage !== undefined) {
+    if (!AWS_STAGE.test(versionStage))
+      fail(
+        `versionStage ${quote(versionStage)} is malformed`,
+        'use a stage label such as AWSCURRENT or AWSPREVIOUS',
+      );
+    return { versionStage };
+  }
+  if (versionId !== undefined) {
+    if (!AWS_VERSION_ID.test(versionId))
+      fail(
+        `versionId ${quote(versionId)} is malformed`,
+        'use the 32 to 64 character version id Secrets Manager shows',
+      );
+    return { versionId };
+  }
+  return {};
+}
+
+/**
+ * Identity of the backend object a reference reads, without its `#key`: two files cut from one
+ * secret share one fetch.
+ */
+export function sourceKey(ref: SecretReference): string {
+  const hash = ref.text.indexOf('#');
+  return hash < 0 ? ref.text : ref.text.slice(0, hash);
+}

@@ -1,0 +1,159 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { PodIdentity } from '../contract/env.ts';
+import { sourceKey, type ProviderName, type SecretReference } from '../contract/reference.ts';
+import type { Logger } from '../log.ts';
+import {
+  MAX_SECRET_BYTES,
+  ProviderError,
+  toProviderError,
+  type FetchOutcome,
+  type Provider,
+  type ProviderFactory,
+  type ProviderOptions,
+} from '../providers/provider.ts';
+import { PROVIDERS } from '../providers/registry.ts';
+import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
+
+/** No single round of requests may take longer than this, whatever the deadline. */
+const ATTEMPT_TIMEOUT_MS = 20_000;
+
+export interface FetchOptions {
+  readonly deadlineMs: number;
+  readonly log: Logger;
+  readonly pod: PodIdentity;
+  readonly agentVersion: string;
+  readonly backoff?: BackoffPolicy;
+}
+
+/** Providers loaded so far, one per backend, created on first use. */
+export class ProviderSet {
+  readonly #providers = new Map<ProviderName, Promise<Provider>>();
+  readonly #options: ProviderOptions;
+
+  constructor(options: ProviderOptions) {
+    this.#options = options;
+  }
+
+  get(name: ProviderName): Promise<Provider> {
+    let provider = this.#providers.get(name);
+    if (!provider) {
+      // Each registry entry's factory takes its own reference type; the caller routes refs by provider name.
+      const load = PROVIDERS[name] as (() => Promise<ProviderFactory<SecretReference>>) | undefined;
+      provider = load
+        ? load().then((factory) => factory(this.#options))
+        : Promise.reject(
+            new ProviderError(
+              'invalid',
+              `the ${name} provider is not part of this build`,
+              'use a build that includes it',
+              { transient: false },
+            ),
+          );
+      this.#providers.set(name, provider);
+    }
+    return provider;
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.#providers.values()) (await p.catch(() => undefined))?.close?.();
+  }
+}
+
+/**
+ * Fetches each distinct source once (two files cut from one secret share a fetch), retrying
+ * transient failures with backoff until the deadline. Stops early once a failure is permanent:
+ * the run fails anyway, and hammering the backend helps nobody. Returns one outcome per source key.
+ */
+export async function fetchSecrets(
+  refs: readonly SecretReference[],
+  providers: ProviderSet,
+  options: FetchOptions,
+): Promise<Map<string, FetchOutcome>> {
+  const deadline = Date.now() + options.deadlineMs;
+  const policy = options.backoff ?? DEFAULT_BACKOFF;
+  const results = new Map<string, FetchOutcome>();
+  let pending = [...new Map(refs.map((r) => [sourceKey(r), r])).values()];
+  const lastError = new Map<string, ProviderError>();
+
+  for (let attempt = 1; pending.length > 0; attempt++) {
+    const remaining = deadline - Date.now();
+    const signal = AbortSignal.timeout(Math.max(1, Math.min(remaining, ATTEMPT_TIMEOUT_MS)));
+    const round = await fetchRound(pending, providers, signal);
+
+    const retry: SecretReference[] = [];
+    let permanent = false;
+    let retryAfterMs = 0;
+    round.forEach((outcome, i) => {
+      const ref = pending[i]!;
+      const key = sourceKey(ref);
+      if (outcome.ok || !outcome.error.transient) {
+        results.set(key, outcome);
+        if (!outcome.ok) permanent = true;
+        return;
+      }
+      lastError.set(key, outcome.error);
+      retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
+      retry.push(ref);
+    });
+    pending = retry;
+    if (pending.length === 0) break;
+
+    const delay = backoffDelay(attempt, policy, retryAfterMs);
+    if (permanent || Date.now() + delay >= deadline) {
+      for (const ref of pending)
+        results.set(sourceKey(ref), { ok: false, error: lastError.get(sourceKey(ref))! });
+      break;
+    }
+    options.log.warn(
+      {
+        attempt,
+        retrying: pending.map((r) => r.text),
+        reasons: [...new Set(pending.map((r) => lastError.get(sourceKey(r))!.reason))],
+        delayMs: delay,
+      },
+      'transient backend errors; retrying',
+    );
+    await sleep(delay);
+  }
+  return results;
+}
+
+async function fetchRound(
+  refs: readonly SecretReference[],
+  providers: ProviderSet,
+  signal: AbortSignal,
+): Promise<FetchOutcome[]> {
+  const byProvider = new Map<ProviderName, number[]>();
+  refs.forEach((ref, i) => byProvider.set(ref.provider, [...(byProvider.get(ref.provider) ?? []), i]));
+  const outcomes: FetchOutcome[] = new Array(refs.length);
+  await Promise.all(
+    [...byProvider].map(async ([name, indices]) => {
+      let results: FetchOutcome[];
+      try {
+        const provider = await providers.get(name);
+        results = await provider.fetch(
+          indices.map((i) => refs[i]!),
+          { signal },
+        );
+      } catch (e) {
+        const error = toProviderError(e);
+        results = indices.map(() => ({ ok: false, error }));
+      }
+      indices.forEach((refIndex, j) => (outcomes[refIndex] = checkSize(results[j]!)));
+    }),
+  );
+  return outcomes;
+}
+
+function checkSize(outcome: FetchOutcome): FetchOutcome {
+  if (!outcome.ok || outcome.value.bytes.byteLength <= MAX_SECRET_BYTES) return outcome;
+  return {
+    ok: false,
+    error: new ProviderError(
+      'too-large',
+      `the value is ${outcome.value.bytes.byteLength} bytes`,
+      `keep secrets at most ${MAX_SECRET_BYTES} bytes (1 MiB, the Kubernetes Secret limit)`,
+      { transient: false },
+    ),
+  };
+}

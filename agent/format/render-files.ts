@@ -1,0 +1,159 @@
+import type { SecretSpec } from '../contract/env.ts';
+import { ConfigError } from '../contract/errors.ts';
+import { validateRelativePath } from '../contract/path.ts';
+import { MAX_SECRET_BYTES } from '../providers/provider.ts';
+
+/** One file to write, relative to the secrets directory. */
+export interface FileEntry {
+  readonly path: string;
+  readonly bytes: Uint8Array;
+  readonly mode: number;
+}
+
+/**
+ * A fetched value that does not fit the requested format. The message describes the value's shape
+ * (not JSON, not an object, N keys) and never quotes it: JSON.parse messages echo the input, so they
+ * are dropped.
+ */
+export class SecretFormatError extends Error {
+  readonly secretId: string;
+  readonly fix: string;
+
+  constructor(secretId: string, problem: string, fix: string) {
+    super(problem);
+    this.name = 'SecretFormatError';
+    this.secretId = secretId;
+    this.fix = fix;
+  }
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+const DOTENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Turns one fetched value into the files its spec asks for. */
+export function renderFiles(spec: SecretSpec, bytes: Uint8Array): FileEntry[] {
+  const fail = (problem: string, fix: string): never => {
+    throw new SecretFormatError(spec.id, problem, fix);
+  };
+  const key = spec.ref.key;
+  if (spec.format === 'raw' && key === undefined) return [entry(spec, spec.filename, bytes)];
+
+  const document = parseJson(spec, bytes);
+  let value: Json = document;
+  if (key !== undefined) {
+    if (!isObject(document))
+      return fail(
+        'the value is not a JSON object, so #key cannot pick from it',
+        'store the secret as a JSON object, or drop #key',
+      );
+    if (!Object.hasOwn(document, key)) {
+      return fail(
+        `the JSON object has no key ${JSON.stringify(key)} (it has ${Object.keys(document).length} keys)`,
+        'check the #key spelling against the secret’s keys',
+      );
+    }
+    value = document[key]!;
+  }
+
+  switch (spec.format) {
+    case 'raw':
+      return [
+        entry(
+          spec,
+          spec.filename,
+          Buffer.from(typeof value === 'string' ? value : JSON.stringify(value), 'utf8'),
+        ),
+      ];
+    case 'split': {
+      if (!isObject(value))
+        return fail(
+          'FORMAT=split needs a JSON object',
+          'store the secret as a JSON object, or use FORMAT=raw',
+        );
+      return Object.entries(value).map(([name, v]) => {
+        const field = `${spec.id} key ${JSON.stringify(name)}`;
+        if (name.includes('/'))
+          fail(
+            `key ${JSON.stringify(name)} contains "/"`,
+            'use keys that are plain file names, or FORMAT=raw',
+          );
+        try {
+          validateRelativePath(name, field);
+        } catch (e) {
+          if (e instanceof ConfigError)
+            fail(
+              `key ${JSON.stringify(name)}: ${e.problem}`,
+              'use keys that are plain file names, or FORMAT=raw',
+            );
+          throw e;
+        }
+        const path = spec.filename === '' ? name : `${spec.filename}/${name}`;
+        return entry(spec, path, Buffer.from(typeof v === 'string' ? v : JSON.stringify(v), 'utf8'));
+      });
+    }
+    case 'dotenv': {
+      if (!isObject(value))
+        return fail(
+          'FORMAT=dotenv needs a JSON object',
+          'store the secret as a JSON object, or use FORMAT=raw',
+        );
+      const lines = Object.entries(value).map(([name, v]) => {
+        if (!DOTENV_NAME.test(name))
+          fail(
+            `key ${JSON.stringify(name)} is not a valid variable name`,
+            'use keys of letters, digits and _ not starting with a digit',
+          );
+        return `${name}=${dotenvQuote(typeof v === 'string' ? v : JSON.stringify(v))}\n`;
+      });
+      return [entry(spec, spec.filename, Buffer.from(lines.join(''), 'utf8'))];
+    }
+  }
+}
+
+function entry(spec: SecretSpec, path: string, bytes: Uint8Array): FileEntry {
+  if (bytes.byteLength > MAX_SECRET_BYTES) {
+    throw new SecretFormatError(
+      spec.id,
+      `file ${JSON.stringify(path)} would be ${bytes.byteLength} bytes`,
+      'keep each file at most 1 MiB',
+    );
+  }
+  return { path, bytes, mode: spec.mode };
+}
+
+function parseJson(spec: SecretSpec, bytes: Uint8Array): Json {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new SecretFormatError(
+      spec.id,
+      `the value is not UTF-8 text (${bytes.byteLength} bytes)`,
+      'binary secrets can only be written with FORMAT=raw and no #key',
+    );
+  }
+  try {
+    return JSON.parse(text) as Json;
+  } catch {
+    // The parser's own message quotes the input; never pass it on.
+    throw new SecretFormatError(
+      spec.id,
+      `the value is not valid JSON (${bytes.byteLength} bytes)`,
+      'store the secret as a JSON object, or use FORMAT=raw without #key',
+    );
+  }
+}
+
+function isObject(value: Json): value is { [key: string]: Json } {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Single quotes are literal in POSIX sh and in the common dotenv parsers; a value containing one is
+ * double-quoted with sh's escapes instead.
+ */
+function dotenvQuote(value: string): string {
+  if (!value.includes("'")) return `'${value}'`;
+  return `"${value.replace(/[\\"$`]/g, (c) => `\\${c}`)}"`;
+}

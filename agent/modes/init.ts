@@ -1,0 +1,111 @@
+import type { AgentConfig } from '../contract/env.ts';
+import { ConfigError } from '../contract/errors.ts';
+import { sourceKey } from '../contract/reference.ts';
+import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
+import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
+import type { Logger } from '../log.ts';
+import { AtomicDir, WriteError } from '../write/atomic-dir.ts';
+
+/** One secret that could not be delivered: what it was, why, and what to do. Never a value. */
+export interface SecretFailure {
+  /** The env prefix, e.g. SECRET_0. */
+  readonly id: string;
+  readonly ref: string;
+  readonly reason: string;
+  readonly detail: string;
+  readonly fix: string;
+}
+
+export type InitResult =
+  | { readonly ok: true; readonly files: number }
+  | { readonly ok: false; readonly failures: readonly SecretFailure[]; readonly wrote: false };
+
+export interface InitDeps {
+  readonly log: Logger;
+  readonly agentVersion: string;
+}
+
+/**
+ * Init mode: fetch everything, then write the whole set once, or write nothing at all.
+ * The directory is checked before any backend call, so a bad volume fails fast and costs no API calls.
+ */
+export async function runInit(config: AgentConfig, { log, agentVersion }: InitDeps): Promise<InitResult> {
+  const dir = await AtomicDir.open(config.secretsDir, {
+    setName: config.setName,
+    requireMemoryFs: config.requireMemoryFs,
+  });
+  const providers = new ProviderSet({ pod: config.pod, agentVersion });
+  try {
+    const outcomes = await fetchSecrets(
+      config.secrets.map((s) => s.ref),
+      providers,
+      { deadlineMs: config.initDeadlineMs, log, pod: config.pod, agentVersion },
+    );
+
+    const failures: SecretFailure[] = [];
+    const files: FileEntry[] = [];
+    for (const spec of config.secrets) {
+      const outcome = outcomes.get(sourceKey(spec.ref))!;
+      const base = { id: spec.id, ref: spec.ref.text };
+      if (!outcome.ok) {
+        failures.push({
+          ...base,
+          reason: outcome.error.reason,
+          detail: outcome.error.message,
+          fix: outcome.error.fix,
+        });
+        continue;
+      }
+      try {
+        files.push(...renderFiles(spec, outcome.value.bytes));
+        log.info(
+          { id: spec.id, ref: spec.ref.text, file: spec.filename, version: outcome.value.version },
+          'fetched',
+        );
+      } catch (e) {
+        if (!(e instanceof SecretFormatError)) throw e;
+        failures.push({ ...base, reason: 'format', detail: e.message, fix: e.fix });
+      }
+    }
+    if (failures.length > 0) {
+      for (const f of failures) log.error(f, 'secret not delivered');
+      return { ok: false, failures, wrote: false };
+    }
+
+    try {
+      await dir.write(files);
+    } catch (e) {
+      if (e instanceof WriteError)
+        return {
+          ok: false,
+          failures: [{ id: '*', ref: '-', reason: 'write', detail: e.message, fix: e.fix }],
+          wrote: false,
+        };
+      if (e instanceof ConfigError)
+        return {
+          ok: false,
+          failures: [{ id: '*', ref: '-', reason: 'write', detail: e.message, fix: e.fix }],
+          wrote: false,
+        };
+      throw e;
+    }
+    log.info(
+      { dir: config.secretsDir, files: files.length, secrets: config.secrets.length },
+      'secrets written',
+    );
+    return { ok: true, files: files.length };
+  } finally {
+    await providers.close();
+  }
+}
+
+/** The stderr summary a person reads in `kubectl logs -c` or `kubectl describe pod`. */
+export function formatFailureSummary(failures: readonly SecretFailure[], total: number, dir: string): string {
+  const lines = [
+    `secret-agent: ${failures.length} of ${total} secrets could not be delivered; nothing was written to ${dir}`,
+  ];
+  for (const f of failures) {
+    lines.push(`  ${f.id} (${f.ref}): ${f.reason}: ${f.detail}`, `      fix: ${f.fix}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,143 @@
+import type { PodIdentity } from '../contract/env.ts';
+import type { SecretReference } from '../contract/reference.ts';
+
+/**
+ * The provider contract, after the Secrets Store CSI driver's: a provider turns references into
+ * bytes plus a version and never touches the filesystem; the writer owns the volume.
+ */
+
+/** The Kubernetes Secret size limit, applied to every value and every file written. */
+export const MAX_SECRET_BYTES = 1024 * 1024;
+
+export interface SecretValue {
+  readonly bytes: Uint8Array;
+  /** The backend's version id (AWS VersionId, GCP version number, Vault KV version, a content hash). */
+  readonly version: string;
+}
+
+/** Why a fetch failed, as a short stable word: used in summaries, logs and (later) metric labels. */
+export type FailureReason =
+  | 'not-found'
+  | 'permission-denied'
+  | 'auth'
+  | 'deleted'
+  | 'disabled'
+  | 'invalid'
+  | 'too-large'
+  | 'throttled'
+  | 'unavailable'
+  | 'timeout'
+  | 'internal';
+
+/**
+ * A failed fetch. `detail` is the backend's own message (backends do not echo secret values);
+ * `fix` says what the user can do. `transient` failures are retried within the deadline.
+ */
+export class ProviderError extends Error {
+  readonly reason: FailureReason;
+  readonly transient: boolean;
+  readonly fix: string;
+  /** Server-requested wait before retrying (Retry-After), if any. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(
+    reason: FailureReason,
+    detail: string,
+    fix: string,
+    opts: { transient?: boolean; retryAfterMs?: number } = {},
+  ) {
+    super(detail.length > 400 ? `${detail.slice(0, 400)}…` : detail);
+    this.name = 'ProviderError';
+    this.reason = reason;
+    this.transient =
+      opts.transient ?? (reason === 'throttled' || reason === 'unavailable' || reason === 'timeout');
+    this.fix = fix;
+    this.retryAfterMs = opts.retryAfterMs;
+  }
+}
+
+export type FetchOutcome =
+  { readonly ok: true; readonly value: SecretValue } | { readonly ok: false; readonly error: ProviderError };
+
+export interface FetchContext {
+  /** Aborted when the attempt's time is up. */
+  readonly signal: AbortSignal;
+}
+
+export interface Provider<R extends SecretReference = SecretReference> {
+  /**
+   * Fetches every reference, in order; one outcome per reference. A provider batches where its
+   * backend allows (AWS BatchGetSecretValue); a failure of one reference does not fail the others.
+   */
+  fetch(refs: readonly R[], ctx: FetchContext): Promise<FetchOutcome[]>;
+  /** Releases clients and sockets. */
+  close?(): void;
+}
+
+export interface ProviderOptions {
+  readonly pod: PodIdentity;
+  /** The agent's version, for user agents. */
+  readonly agentVersion: string;
+}
+
+export type ProviderFactory<R extends SecretReference> = (options: ProviderOptions) => Provider<R>;
+
+/** Runs one fetch per reference, at most `limit` at a time: for backends without a batch call. */
+export async function fetchEach<R>(
+  refs: readonly R[],
+  limit: number,
+  one: (ref: R) => Promise<SecretValue>,
+): Promise<FetchOutcome[]> {
+  const outcomes: FetchOutcome[] = new Array(refs.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < refs.length) {
+      const i = next++;
+      try {
+        outcomes[i] = { ok: true, value: await one(refs[i]!) };
+      } catch (e) {
+        outcomes[i] = { ok: false, error: toProviderError(e) };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, refs.length) }, worker));
+  return outcomes;
+}
+
+/** Anything a provider throws that is not already a ProviderError: named, never with a payload. */
+export function toProviderError(e: unknown): ProviderError {
+  if (e instanceof ProviderError) return e;
+  const err = e as { name?: string; code?: string; message?: string };
+  if (err?.name === 'AbortError' || err?.name === 'TimeoutError') {
+    return new ProviderError(
+      'timeout',
+      'the request timed out',
+      'check network reach to the backend; retried until the deadline',
+    );
+  }
+  const code = err?.code ?? err?.name ?? 'Error';
+  if (
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ENOTFOUND',
+      'EAI_AGAIN',
+      'ETIMEDOUT',
+      'EPIPE',
+      'EHOSTUNREACH',
+      'ENETUNREACH',
+    ].includes(code)
+  ) {
+    return new ProviderError(
+      'unavailable',
+      `${code}: ${err.message ?? ''}`,
+      'check that the backend endpoint is reachable from the pod (network policy, DNS, proxy)',
+    );
+  }
+  return new ProviderError(
+    'internal',
+    `${code}: ${err?.message ?? String(e)}`,
+    'see the message; report it if it persists',
+    { transient: false },
+  );
+}

@@ -1,0 +1,210 @@
+import { constants } from 'node:fs';
+import {
+  access,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readlink,
+  realpath,
+  rename,
+  rm,
+  statfs,
+  symlink,
+  unlink,
+  chmod,
+} from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { findPathConflict, validateRelativePath } from '../contract/path.ts';
+import { ConfigError } from '../contract/errors.ts';
+import type { FileEntry } from '../format/render-files.ts';
+
+const TMPFS_MAGIC = 0x01021994;
+const RAMFS_MAGIC = 0x858458f6;
+
+/** A write the directory refused: names the path and the fix. Nothing was changed when it is thrown. */
+export class WriteError extends Error {
+  readonly path: string;
+  readonly fix: string;
+
+  constructor(path: string, problem: string, fix: string) {
+    super(`${path}: ${problem}`);
+    this.name = 'WriteError';
+    this.path = path;
+    this.fix = fix;
+  }
+}
+
+/**
+ * A directory whose set of files changes atomically, after kubelet's AtomicWriter:
+ *
+ *   ..data_2026_11_22_10_00_00.000_Ab12Cd/   the payload, written in full before anyone can see it
+ *   ..data -> ..data_2026_11_22_10_00_00.000_Ab12Cd
+ *   db-password -> ..data/db-password       one user-visible symlink per top-level name
+ *
+ * A swap is one rename of the `..data` symlink, so a reader sees the whole old set or the whole new
+ * one. Link targets are relative, so the volume works under any mount path. The writer only removes
+ * what it made: symlinks pointing into its own `..data`, and its own timestamped directories.
+ * `setName` lets several agents share a directory (each owns a distinct set).
+ */
+export class AtomicDir {
+  readonly dir: string;
+  readonly #link: string;
+  readonly #ownDir: RegExp;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(dir: string, setName: string) {
+    this.dir = dir;
+    this.#link = `..${setName}`;
+    this.#ownDir = new RegExp(
+      `^\\.\\.${setName.replace(/[^A-Za-z0-9]/g, '\\$&')}_\\d{4}(_\\d\\d){5}\\.\\d{3}_[A-Za-z0-9]{6}$`,
+    );
+  }
+
+  /** Checks the directory exists, is writable and (unless told otherwise) lives in memory. */
+  static async open(
+    dir: string,
+    options: { setName?: string; requireMemoryFs: boolean },
+  ): Promise<AtomicDir> {
+    const setName = options.setName ?? 'data';
+    if (!/^[A-Za-z0-9-]+$/.test(setName)) throw new Error(`invalid set name ${JSON.stringify(setName)}`);
+    let resolved: string;
+    try {
+      resolved = await realpath(dir);
+      if (!(await lstat(resolved)).isDirectory())
+        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+      await access(resolved, constants.W_OK | constants.X_OK);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
+        throw new ConfigError(
+          'SECRETS_DIR',
+          `${JSON.stringify(dir)} is not an existing directory`,
+          'mount the secrets volume there (the agent never creates it)',
+        );
+      }
+      if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+        throw new ConfigError(
+          'SECRETS_DIR',
+          `${JSON.stringify(dir)} is not writable by the agent (${code})`,
+          'mount a writable emptyDir there, writable by the agent’s user',
+        );
+      }
+      throw e;
+    }
+    if (options.requireMemoryFs) {
+      const { type } = await statfs(resolved);
+      if (type !== TMPFS_MAGIC && type !== RAMFS_MAGIC) {
+        throw new ConfigError(
+          'SECRETS_DIR',
+          `${JSON.stringify(dir)} is not on a memory filesystem (statfs type 0x${type.toString(16)}), so secrets would reach a disk`,
+          'mount an emptyDir with medium: Memory there; for local runs only, set REQUIRE_MEMORY_FS=false',
+        );
+      }
+    }
+    return new AtomicDir(resolved, setName);
+  }
+
+  /** The path readers should resolve once to read a consistent set. */
+  get dataLink(): string {
+    return join(this.dir, this.#link);
+  }
+
+  /** Replaces this set's files with `files`, atomically. Calls are serialised. */
+  write(files: readonly FileEntry[]): Promise<void> {
+    const run = this.#queue.then(() => this.#write(files));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #write(files: readonly FileEntry[]): Promise<void> {
+    for (const f of files) validateRelativePath(f.path, `file ${JSON.stringify(f.path)}`);
+    const conflict = findPathConflict(files.map((f) => f.path));
+    if (conflict) {
+      throw new WriteError(
+        conflict[1],
+        conflict[0] === conflict[1]
+          ? 'two secrets write the same file'
+          : `needs ${JSON.stringify(conflict[0])} as a directory, but another secret writes a file there`,
+        'give every secret (and every split key) its own file name',
+      );
+    }
+    const topNames = new Set(files.map((f) => f.path.split('/')[0]!));
+    // Refuse before writing anything if a name we need belongs to someone else.
+    for (const name of topNames) {
+      if ((await this.#owner(name)) === 'other') {
+        throw new WriteError(
+          join(this.dir, name),
+          'exists and was not created by this agent',
+          'remove it from the volume, or choose another file name',
+        );
+      }
+    }
+
+    const previous = await readlink(this.dataLink).catch(() => undefined);
+    const payload = await mkdtemp(join(this.dir, `${this.#link}_${timestamp()}_`));
+    try {
+      await chmod(payload, 0o755);
+      for (const f of files) {
+        const path = join(payload, f.path);
+        if (f.path.includes('/')) await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+        // O_EXCL|O_NOFOLLOW: the directory is brand new, so anything already there is an attack.
+        const handle = await open(
+          path,
+          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+          f.mode,
+        );
+        try {
+          await handle.writeFile(f.bytes);
+          await handle.chmod(f.mode); // the umask may have masked bits off at create
+        } finally {
+          await handle.close();
+        }
+      }
+      const tmpLink = `${this.dataLink}_tmp`;
+      await rm(tmpLink, { force: true });
+      await symlink(payload.slice(this.dir.length + 1), tmpLink);
+      await rename(tmpLink, this.dataLink);
+    } catch (e) {
+      await rm(payload, { recursive: true, force: true });
+      throw e;
+    }
+
+    for (const name of topNames) {
+      await symlink(`${this.#link}/${name}`, join(this.dir, name)).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EEXIST') throw e;
+      });
+    }
+    await this.#removeStale(topNames, previous);
+  }
+
+  /** 'ours' for a symlink into our `..data`, 'absent', or 'other' for anything else. */
+  async #owner(name: string): Promise<'ours' | 'absent' | 'other'> {
+    const path = join(this.dir, name);
+    const info = await lstat(path).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return undefined;
+      throw e;
+    });
+    if (!info) return 'absent';
+    if (!info.isSymbolicLink()) return 'other';
+    return (await readlink(path)) === `${this.#link}/${name}` ? 'ours' : 'other';
+  }
+
+  /** Drops our symlinks for names no longer in the set, the previous payload and any crash leftovers. */
+  async #removeStale(current: ReadonlySet<string>, previous: string | undefined): Promise<void> {
+    const live = await readlink(this.dataLink);
+    for (const entry of await readdir(this.dir)) {
+      if (entry.startsWith('..')) {
+        if (entry !== live && (entry === previous || this.#ownDir.test(entry)))
+          await rm(join(this.dir, entry), { recursive: true, force: true });
+      } else if (!current.has(entry) && (await this.#owner(entry)) === 'ours') {
+        await unlink(join(this.dir, entry));
+      }
+    }
+  }
+}
+
+function timestamp(): string {
+  return new Date().toISOString().replace(/[-T:]/g, '_').replace('Z', '').slice(0, 23);
+}

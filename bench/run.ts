@@ -1,0 +1,127 @@
+/**
+ * `npm run bench`: agent cold start (process start to exit) against the real moto server, with the
+ * baselines measured in the same run, interleaved, so a noisy shared machine skews them alike:
+ *   floor      node -e 0                         (Node's own start-up)
+ *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
+ * Figures are medians; ratios are what to compare across machines. Writes bench/results/latest.json.
+ */
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startMoto } from '../test/support/moto.ts';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
+const root = new URL('../', import.meta.url).pathname;
+const moto = await startMoto();
+const base = {
+  PATH: process.env.PATH ?? '',
+  HOME: '/tmp',
+  AWS_ACCESS_KEY_ID: 'bench',
+  AWS_SECRET_ACCESS_KEY: 'bench',
+  AWS_REGION: 'us-east-1',
+};
+const sm = new SecretsManagerClient({
+  region: 'us-east-1',
+  endpoint: moto.endpoint,
+  credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+});
+for (let i = 0; i < 10; i++)
+  await sm.send(
+    new CreateSecretCommand({ Name: `bench/${i}`, SecretString: JSON.stringify({ value: `bench-${i}` }) }),
+  );
+sm.destroy();
+
+const dir = mkdtempSync('/dev/shm/secret-agent-bench-');
+const agentEnv = (n: number): Record<string, string> => {
+  const env: Record<string, string> = {
+    ...base,
+    AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+    SECRETS_DIR: dir,
+    LOG_LEVEL: 'silent',
+  };
+  for (let i = 0; i < n; i++) {
+    env[`SECRET_${i}_REF`] = `aws:bench/${i}#value`;
+    env[`SECRET_${i}_FILENAME`] = `s${i}`;
+  }
+  return env;
+};
+const hasAwsCli = spawnSync('aws', ['--version'], { env: base }).status === 0;
+
+interface Case {
+  readonly name: string;
+  readonly argv: string[];
+  readonly env: Record<string, string>;
+}
+const cases: Case[] = [
+  { name: 'node -e 0 (floor)', argv: [process.execPath, '-e', '0'], env: base },
+  { name: 'agent, 1 AWS secret', argv: [process.execPath, join(root, 'dist/agent.js')], env: agentEnv(1) },
+  { name: 'agent, 10 AWS secrets', argv: [process.execPath, join(root, 'dist/agent.js')], env: agentEnv(10) },
+];
+if (hasAwsCli) {
+  cases.push({
+    name: 'aws secretsmanager get-secret-value',
+    argv: [
+      'aws',
+      'secretsmanager',
+      'get-secret-value',
+      '--secret-id',
+      'bench/0',
+      '--endpoint-url',
+      moto.endpoint,
+      '--region',
+      'us-east-1',
+    ],
+    env: base,
+  });
+}
+
+const samples = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+for (const c of cases) spawnSync(c.argv[0]!, c.argv.slice(1), { env: c.env }); // warm the page cache
+for (let round = 0; round < ROUNDS; round++) {
+  for (const c of cases) {
+    const start = process.hrtime.bigint();
+    const run = spawnSync(c.argv[0]!, c.argv.slice(1), { env: c.env, encoding: 'utf8' });
+    const ms = Number(process.hrtime.bigint() - start) / 1e6;
+    if (run.status !== 0) throw new Error(`${c.name} exited ${run.status}: ${run.stderr}`);
+    samples.get(c.name)!.push(ms);
+  }
+}
+await moto.stop();
+rmSync(dir, { recursive: true, force: true });
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const m = Object.fromEntries(cases.map((c) => [c.name, median(samples.get(c.name)!)]));
+const floor = m['node -e 0 (floor)']!;
+const one = m['agent, 1 AWS secret']!;
+const ten = m['agent, 10 AWS secrets']!;
+const rows = cases.map((c) => ({
+  case: c.name,
+  medianMs: Number(m[c.name]!.toFixed(1)),
+  vsFloor: Number((m[c.name]! / floor).toFixed(2)),
+}));
+const ratios = {
+  oneSecretVsFloor: Number((one / floor).toFixed(2)),
+  tenSecretsVsOne: Number((ten / one).toFixed(2)),
+  ...(hasAwsCli
+    ? { oneSecretVsAwsCli: Number((one / m['aws secretsmanager get-secret-value']!).toFixed(2)) }
+    : {}),
+};
+const targets = { oneSecretVsFloor: 1.5, tenSecretsVsOne: 1.2 };
+
+console.log(
+  `\nagent cold start, ${ROUNDS} interleaved rounds, medians (machine: ${process.platform} ${process.arch}, node ${process.version})\n`,
+);
+console.log('| case | median ms | × floor |\n| --- | ---: | ---: |');
+for (const r of rows) console.log(`| ${r.case} | ${r.medianMs} | ${r.vsFloor} |`);
+console.log('\n| ratio | value | target |\n| --- | ---: | ---: |');
+console.log(`| 1 secret / node -e 0 | ${ratios.oneSecretVsFloor} | ≤ ${targets.oneSecretVsFloor} |`);
+console.log(`| 10 secrets / 1 secret | ${ratios.tenSecretsVsOne} | ≤ ${targets.tenSecretsVsOne} |`);
+if (hasAwsCli) console.log(`| 1 secret / aws CLI | ${ratios.oneSecretVsAwsCli} | |`);
+else console.log('(aws CLI not installed: its baseline was skipped)');
+
+mkdirSync(join(root, 'bench/results'), { recursive: true });
+writeFileSync(
+  join(root, 'bench/results/latest.json'),
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, targets }, null, 2)}\n`,
+);

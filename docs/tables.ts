@@ -1,0 +1,60 @@
+/**
+ * README reference tables, generated from the declarations in code so the docs cannot drift.
+ * `npm run docs` rewrites the README between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`;
+ * test/docs.test.ts fails when they differ.
+ */
+import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
+
+const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const code = (text: string) => `\`${text}\``;
+
+function table(header: string[], rows: string[][]): string {
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ].join('\n');
+}
+
+export const README_TABLES: Record<string, () => string> = {
+  'agent-env': () =>
+    table(
+      ['Variable', 'Default', 'Meaning'],
+      Object.entries(AGENT_SETTINGS).map(([name, s]) => [
+        code(name),
+        s.default === undefined ? '' : code(s.default),
+        s.doc,
+      ]),
+    ),
+  'secret-env': () =>
+    table(
+      ['Variable', 'Default', 'Meaning'],
+      Object.entries(SECRET_SETTINGS).map(([name, s]) => [
+        code(`SECRET_<N>_${name}`),
+        s.default === undefined ? '' : code(s.default),
+        s.doc,
+      ]),
+    ),
+  'client-env': () =>
+    table(
+      ['Variable', 'Meaning'],
+      CLIENT_ENV.map((v) => [code(v.name), v.doc]),
+    ),
+  references: () =>
+    `${table(
+      ['Provider', 'Form', 'Meaning'],
+      REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
+    )}\n\n${KEY_SUFFIX_DOC}`,
+};
+
+const BLOCK = /<!-- generated:([a-z-]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g;
+
+/** The README with every generated block re-rendered. */
+export function renderReadme(readme: string): string {
+  return readme.replace(BLOCK, (_, name: string) => {
+    const render = README_TABLES[name];
+    if (!render) throw new Error(`README has a generated block "${name}" that docs/tables.ts does not know`);
+    return `<!-- generated:${name} -->\n${render()}\n<!-- /generated:${name} -->`;
+  });
+}

@@ -1,0 +1,78 @@
+/**
+ * Builds what the images run: dist/agent.js (+ dist/agent-chunks/, one chunk per provider, loaded
+ * only when a reference needs it) and dist/webhook.js. Self-contained: no node_modules at run time.
+ */
+import { build, type BuildOptions, type Plugin } from 'esbuild';
+import { existsSync, rmSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+
+/**
+ * `import … from 'node:http'` in ESM builds a facade of every export, which runs the builtin's lazy
+ * getters: for http that loads Node's internal undici (~25 ms of start-up), for crypto webcrypto, for
+ * fs its promises API. Routing builtin imports through require() keeps those lazy, as they are
+ * for CommonJS.
+ */
+const lazyBuiltins: Plugin = {
+  name: 'lazy-builtins',
+  setup(b) {
+    const builtins = new Set(builtinModules);
+    b.onResolve({ filter: /^(node:)?[a-z_/0-9]+$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '');
+      if (!builtins.has(name) || args.namespace === 'lazy-builtin') return undefined;
+      if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined;
+      return { path: name, namespace: 'lazy-builtin' };
+    });
+    // A CommonJS shim: esbuild then reads named imports as properties where they are used.
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)});`,
+      loader: 'js',
+    }));
+  },
+};
+
+// Bundled CommonJS dependencies call require(); ESM output has none unless we make one.
+const banner = {
+  js: [
+    "import { createRequire as __createRequire } from 'node:module';",
+    "import { fileURLToPath as __fileURLToPath } from 'node:url';",
+    'const require = __createRequire(import.meta.url);',
+    'const __filename = __fileURLToPath(import.meta.url);',
+    "const __dirname = __fileURLToPath(new URL('.', import.meta.url));",
+  ].join('\n'),
+};
+
+const common: BuildOptions = {
+  bundle: true,
+  platform: 'node',
+  target: 'node24',
+  format: 'esm',
+  minify: true,
+  legalComments: 'external',
+  banner,
+  logLevel: 'warning',
+  // Prefer packages' ES module builds: tree-shakeable, so the AWS SDK chunk loads far fewer builtins.
+  mainFields: ['module', 'main'],
+  plugins: [lazyBuiltins],
+};
+
+// `node images/build.ts agent` builds only the agent (its image needs nothing else); default: both.
+const only = process.argv[2];
+if (only !== undefined && only !== 'agent' && only !== 'webhook')
+  throw new Error(`unknown target ${only}: use agent or webhook`);
+
+if (only !== 'webhook') {
+  rmSync('dist/agent.js', { force: true });
+  rmSync('dist/agent-chunks', { recursive: true, force: true });
+  await build({
+    ...common,
+    entryPoints: { agent: 'agent/main.ts' },
+    outdir: 'dist',
+    splitting: true,
+    chunkNames: 'agent-chunks/[name]-[hash]',
+  });
+}
+
+if (only !== 'agent' && existsSync('webhook/main.ts')) {
+  rmSync('dist/webhook.js', { force: true });
+  await build({ ...common, entryPoints: { webhook: 'webhook/main.ts' }, outdir: 'dist' });
+}

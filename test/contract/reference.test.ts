@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError } from '../../agent/contract/errors.ts';
+import { parseReference, sourceKey } from '../../agent/contract/reference.ts';
+
+const ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
+
+describe('parseReference', () => {
+  it('reads an ARN, its region and a #key', () => {
+    assert.deepEqual(parseReference(`${ARN}#password`, 'F'), {
+      text: `${ARN}#password`,
+      key: 'password',
+      provider: 'aws',
+      secretId: ARN,
+      region: 'eu-west-1',
+    });
+  });
+
+  it('reads an AWS name with a stage or a version id', () => {
+    assert.deepEqual(parseReference('aws:prod/db?versionStage=AWSPREVIOUS', 'F'), {
+      text: 'aws:prod/db?versionStage=AWSPREVIOUS',
+      provider: 'aws',
+      secretId: 'prod/db',
+      versionStage: 'AWSPREVIOUS',
+    });
+    const id = '01234567-89ab-cdef-0123-456789abcdef';
+    assert.equal(parseReference(`aws:db?versionId=${id}`, 'F').provider, 'aws');
+    assert.deepEqual((parseReference(`aws:db?versionId=${id}`, 'F') as { versionId?: string }).versionId, id);
+  });
+
+  it('reads GCP long and short forms, defaulting to latest', () => {
+    assert.deepEqual(parseReference('projects/my-project/secrets/db/versions/3#user', 'F'), {
+      text: 'projects/my-project/secrets/db/versions/3#user',
+      key: 'user',
+      provider: 'gcp',
+      project: 'my-project',
+      secret: 'db',
+      version: '3',
+    });
+    assert.deepEqual(parseReference('gcp:db', 'F'), {
+      text: 'gcp:db',
+      provider: 'gcp',
+      secret: 'db',
+      version: 'latest',
+    });
+  });
+
+  it('reads Vault and file references', () => {
+    assert.deepEqual(parseReference('vault:secret/data/app?version=2#password', 'F'), {
+      text: 'vault:secret/data/app?version=2#password',
+      key: 'password',
+      provider: 'vault',
+      path: 'secret/data/app',
+      version: 2,
+    });
+    assert.deepEqual(parseReference('file:./x.json', 'F'), {
+      text: 'file:./x.json',
+      provider: 'file',
+      path: './x.json',
+    });
+  });
+
+  const bad: [string, RegExp][] = [
+    ['', /empty/],
+    ['s3://bucket/key', /not a reference this agent understands/],
+    ['arn:aws:secretsmanager:eu-west-1:12:secret:x', /not a Secrets Manager secret ARN/],
+    ['aws:has space', /white space/],
+    ['aws:x#', /empty #key/],
+    [
+      'aws:x?versionStage=A&versionId=01234567-89ab-cdef-0123-456789abcdef',
+      /both versionStage and versionId/,
+    ],
+    ['aws:x?colour=blue', /option "colour" is not known/],
+    ['aws:x?versionStage', /malformed/],
+    ['projects/P!/secrets/x', /not a GCP project/],
+    ['projects/p/secrets/x/versions/', /not a GCP Secret Manager name/],
+    ['vault:secret/../sys', /not a Vault path/],
+    ['vault:/secret/app', /not a Vault path/],
+    ['vault:secret/app?version=0', /positive whole number/],
+    ['file:', /no path/],
+    ['file:x?version=1', /option "version" is not known/],
+  ];
+  for (const [text, problem] of bad) {
+    it(`rejects ${JSON.stringify(text)} naming the field and a fix`, () => {
+      assert.throws(
+        () => parseReference(text, 'SECRET_3_REF'),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError);
+          assert.equal(e.field, 'SECRET_3_REF');
+          assert.match(e.problem, problem);
+          assert.ok(e.fix.length > 0);
+          assert.match(e.message, /^SECRET_3_REF: .*Fix: /);
+          return true;
+        },
+      );
+    });
+  }
+
+  it('gives two keys of one secret the same source', () => {
+    assert.equal(
+      sourceKey(parseReference('aws:db#user', 'F')),
+      sourceKey(parseReference('aws:db#password', 'F')),
+    );
+    assert.notEqual(
+      sourceKey(parseReference('aws:db', 'F')),
+      sourceKey(parseReference('aws:db?versionStage=AWSPREVIOUS', 'F')),
+    );
+  });
+});

@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { README_TABLES, renderReadme } from '../docs/tables.ts';
+
+const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+describe('README', () => {
+  it('has every generated reference table, equal to what the code declares (run `npm run docs` to fix)', () => {
+    for (const name of Object.keys(README_TABLES)) {
+      assert.match(readme, new RegExp(`<!-- generated:${name} -->`), `missing block ${name}`);
+    }
+    assert.equal(readme, renderReadme(readme));
+  });
+
+  it('names every env var the agent reads', () => {
+    for (const name of [...Object.keys(AGENT_SETTINGS), ...CLIENT_ENV.map((v) => v.name)]) {
+      assert.ok(readme.includes(`\`${name}\``), name);
+    }
+    for (const name of Object.keys(SECRET_SETTINGS))
+      assert.ok(readme.includes(`\`SECRET_<N>_${name}\``), name);
+  });
+
+  it('has the two-command quick start and the test command CI runs', () => {
+    assert.match(readme, /npm ci && npm start/);
+    assert.match(readme, /^npm test$/m);
+    assert.match(readFileSync(new URL('../.ci/run', import.meta.url), 'utf8'), /^npm test$/m);
+  });
+});
