@@ -10,4 +10,5 @@ type FactoryFor<P extends ProviderName> = ProviderFactory<Extract<SecretReferenc
 export const PROVIDERS: { readonly [P in ProviderName]?: () => Promise<FactoryFor<P>> } = {
   aws: async () => (await import('./aws.ts')).createAwsProvider,
   file: async () => (await import('./file.ts')).createFileProvider,
+  gcp: async () => (await import('./gcp.ts')).createGcpProvider,
 };

@@ -12,12 +12,18 @@ export function canary(label = 'value'): string {
   return `${CANARY_MARKER}-${label}-${randomBytes(6).toString('hex')}`;
 }
 
-/** Fails if `text` contains any canary value (also base64 of the marker, in case bytes were dumped). */
+/**
+ * Fails if `text` contains a canary value, also as base64, hex, or a list of byte values (the shape a
+ * client library's debug log dumps a payload in).
+ */
 export function assertNoCanary(text: string, where: string): void {
+  const bytes = Buffer.from(CANARY_MARKER);
   const needles = [
     CANARY_MARKER,
-    Buffer.from(CANARY_MARKER).toString('base64').slice(0, 12),
-    Buffer.from(CANARY_MARKER).toString('hex'),
+    bytes.toString('base64').slice(0, 12),
+    bytes.toString('hex'),
+    [...bytes].join(','),
+    [...bytes].join(', '),
   ];
   for (const needle of needles) {
     assert.ok(!text.includes(needle), `a secret value leaked into ${where}: found ${JSON.stringify(needle)}`);

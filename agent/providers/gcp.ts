@@ -1,0 +1,339 @@
+import { SecretManagerServiceClient } from '@google-cloud/secret-manager';
+// The same @grpc/grpc-js google-gax loads (one copy in node_modules and in the bundle): only for
+// the plaintext channel credentials of a loopback endpoint and the status code names.
+import { credentials, status } from '@grpc/grpc-js';
+// The client's own google-gax (a dependency of @google-cloud/secret-manager, one copy).
+import { loggingUtils } from 'google-gax';
+import { quote } from '../contract/errors.ts';
+import type { GcpReference } from '../contract/reference.ts';
+import { crc32c } from './gcp-crc32c.ts';
+import {
+  fetchEach,
+  ProviderError,
+  type FetchContext,
+  type Provider,
+  type ProviderFactory,
+  type ProviderOptions,
+  type SecretValue,
+} from './provider.ts';
+
+/** At most this many AccessSecretVersion calls in flight: the API has no batch read. */
+const CONCURRENCY = 8;
+/** A backstop gRPC deadline; the agent's per-attempt signal normally cancels first. */
+const CALL_TIMEOUT_MS = 30_000;
+
+/** What GetSecretVersion says about a version, without reading its payload. */
+export interface GcpVersionState {
+  /** The full name as the API returns it: `projects/<number>/secrets/S/versions/<n>`. */
+  readonly name: string;
+  /** The version number `latest` (or an alias) resolves to. */
+  readonly version: string;
+  readonly state: 'ENABLED' | 'DISABLED' | 'DESTROYED' | 'STATE_UNSPECIFIED';
+  readonly etag: string;
+}
+
+export interface GcpProvider extends Provider<GcpReference> {
+  close(): void;
+  /**
+   * GetSecretVersion: a metadata read (no payload, no access to the value) that tells which version
+   * `latest` or an alias points at now, so the sidecar can skip an access when nothing changed.
+   * Throws a ProviderError.
+   */
+  describeVersion(ref: GcpReference, ctx: FetchContext): Promise<GcpVersionState>;
+}
+
+/**
+ * GCP Secret Manager over gRPC. Credentials come from Application Default Credentials (GKE Workload
+ * Identity through the metadata server, or GOOGLE_APPLICATION_CREDENTIALS). GCP_SECRET_MANAGER_ENDPOINT
+ * overrides the endpoint: plaintext and without credentials on loopback (local fakes), TLS and ADC
+ * elsewhere. The library's own retries are off: the agent retries with its deadline and backoff.
+ */
+export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
+  const endpoint = parseEndpoint(process.env.GCP_SECRET_MANAGER_ENDPOINT);
+  const defaultProject = process.env.GCP_PROJECT || process.env.GOOGLE_CLOUD_PROJECT || undefined;
+  let client: SecretManagerServiceClient | undefined;
+  // GOOGLE_SDK_NODE_LOGGING makes the client log every response, payload bytes included. Off for good.
+  loggingUtils.setBackend(null);
+
+  const clientFor = (): SecretManagerServiceClient => {
+    client ??= new SecretManagerServiceClient({
+      fallback: false,
+      libName: 'secret-agent',
+      libVersion: options.agentVersion,
+      enableTelemetryLogging: false,
+      'grpc.primary_user_agent': userAgent(options),
+      ...(endpoint ? { apiEndpoint: endpoint.servicePath, port: endpoint.port } : {}),
+      // A fixed universe keeps gax from asking ADC for one, so a loopback run never looks for credentials.
+      ...(endpoint?.plaintext
+        ? { sslCreds: credentials.createInsecure(), universeDomain: 'googleapis.com' }
+        : {}),
+    });
+    return client;
+  };
+
+  /**
+   * The client builds its stub (and finds credentials) once, on first use, and caches the promise. A
+   * method called after that failed rejects a second, unhandled time inside the library, which would
+   * crash the agent; so every call waits for the stub here first, and a failed client is replaced.
+   */
+  const ready = async (): Promise<SecretManagerServiceClient> => {
+    const c = clientFor();
+    try {
+      await c.initialize();
+    } catch (e) {
+      if (client === c) client = undefined;
+      throw e;
+    }
+    return c;
+  };
+
+  const versionName = (ref: GcpReference): string => {
+    const project = ref.project ?? defaultProject;
+    if (!project) {
+      throw new ProviderError(
+        'invalid',
+        `no GCP project for ${quote(ref.text)}`,
+        'set GCP_PROJECT (or GOOGLE_CLOUD_PROJECT) on the agent, or write the reference as projects/PROJECT/secrets/SECRET',
+        { transient: false },
+      );
+    }
+    return `projects/${project}/secrets/${ref.secret}/versions/${ref.version}`;
+  };
+
+  const callOptions = (ctx: FetchContext) => ({ retry: null, timeout: CALL_TIMEOUT_MS, signal: ctx.signal });
+
+  const access = async (ref: GcpReference, ctx: FetchContext): Promise<SecretValue> => {
+    const name = versionName(ref);
+    try {
+      const [response] = await (await ready()).accessSecretVersion({ name }, callOptions(ctx));
+      return toValue(response, name);
+    } catch (e) {
+      throw gcpError(e, name, ctx);
+    }
+  };
+
+  return {
+    fetch: (refs, ctx) => fetchEach(refs, CONCURRENCY, (ref) => access(ref, ctx)),
+    async describeVersion(ref, ctx) {
+      const name = versionName(ref);
+      try {
+        const [v] = await (await ready()).getSecretVersion({ name }, callOptions(ctx));
+        const returned = v.name ?? name;
+        const state = String(v.state ?? 'STATE_UNSPECIFIED');
+        return {
+          name: returned,
+          version: versionOf(returned) ?? ref.version,
+          state: (['ENABLED', 'DISABLED', 'DESTROYED'].includes(state)
+            ? state
+            : 'STATE_UNSPECIFIED') as GcpVersionState['state'],
+          etag: v.etag ?? '',
+        };
+      } catch (e) {
+        throw gcpError(e, name, ctx);
+      }
+    },
+    close() {
+      void client?.close().catch(() => undefined);
+      client = undefined;
+    },
+  };
+}) satisfies ProviderFactory<GcpReference>;
+
+interface Endpoint {
+  /** As gRPC takes it: IPv6 literals keep their brackets. */
+  readonly servicePath: string;
+  readonly port: number;
+  readonly plaintext: boolean;
+}
+
+const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+
+/**
+ * GCP_SECRET_MANAGER_ENDPOINT: `host:port`, plaintext on loopback and TLS elsewhere; `https://host:port`
+ * forces TLS, `http://host:port` asks for plaintext, which only loopback may have (credentials or
+ * values must never cross a network in the clear).
+ */
+export function parseEndpoint(text: string | undefined): Endpoint | undefined {
+  if (text === undefined || text === '') return undefined;
+  const m = /^(?:(https?):\/\/)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(text);
+  const port = m?.[3] === undefined ? 443 : Number(m[3]);
+  if (!m || port < 1 || port > 65_535) {
+    throw new ProviderError(
+      'invalid',
+      `GCP_SECRET_MANAGER_ENDPOINT ${quote(text)} is not host:port`,
+      'set it to host:port, e.g. 127.0.0.1:8085 for a local emulator, or unset it for secretmanager.googleapis.com',
+      { transient: false },
+    );
+  }
+  const [, scheme, host] = m as unknown as [string, string | undefined, string];
+  const loopback = LOOPBACK.test(host);
+  const plaintext = scheme === 'http' || (scheme === undefined && loopback);
+  if (plaintext && !loopback) {
+    throw new ProviderError(
+      'invalid',
+      `GCP_SECRET_MANAGER_ENDPOINT ${quote(text)} asks for plaintext gRPC to a host that is not loopback`,
+      'use TLS (drop http://, or write https://); plaintext is only for 127.0.0.1, ::1 or localhost',
+      { transient: false },
+    );
+  }
+  return { servicePath: host, port, plaintext };
+}
+
+/** The pod's identity rides in the user agent, so Cloud Audit Logs show which pod read which secret. */
+function userAgent(options: ProviderOptions): string {
+  const token = (s: string): string => s.replace(/[^A-Za-z0-9._-]/g, '_');
+  const parts = [`secret-agent/${token(options.agentVersion)}`];
+  if (options.pod.namespace && options.pod.name)
+    parts.push(`k8s-pod/${token(options.pod.namespace)}.${token(options.pod.name)}`);
+  return parts.join(' ');
+}
+
+function versionOf(name: string | null | undefined): string | undefined {
+  return name ? /\/versions\/([^/]+)$/.exec(name)?.[1] : undefined;
+}
+
+interface AccessResponse {
+  name?: string | null;
+  payload?: {
+    data?: Uint8Array | string | null;
+    dataCrc32c?: number | string | { toString(): string } | null;
+  } | null;
+}
+
+/**
+ * The payload and the version number it came from (the API answers `latest` with the resolved
+ * name). A checksum mismatch is transient: corruption on the way is the likely cause, and a retry
+ * reads it afresh; a value stored corrupt keeps failing until the deadline names it.
+ */
+function toValue(response: AccessResponse, name: string): SecretValue {
+  const data = response.payload?.data;
+  if (data === undefined || data === null) {
+    throw new ProviderError('internal', `${name}: the response has no payload`, 'report this; retried', {
+      transient: true,
+    });
+  }
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'base64') : data;
+  const expected = response.payload?.dataCrc32c;
+  if (expected !== undefined && expected !== null && BigInt(expected.toString()) !== BigInt(crc32c(bytes))) {
+    // Neither checksum goes into the message: a CRC of a short secret helps guess it.
+    throw new ProviderError(
+      'internal',
+      `${response.name ?? name}: the payload failed its CRC32C check (corrupted in transit or at rest)`,
+      'retried; if it persists, add a new version of the secret',
+      { transient: true },
+    );
+  }
+  return { bytes, version: versionOf(response.name) ?? 'unknown' };
+}
+
+/** Maps gRPC status codes to reasons and fixes; the message is the API's own, which never carries a value. */
+function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
+  if (e instanceof ProviderError) return e;
+  const err = (e ?? {}) as { code?: unknown; details?: unknown; message?: unknown };
+  const code = typeof err.code === 'number' ? err.code : undefined;
+  const text = typeof err.details === 'string' && err.details !== '' ? err.details : String(err.message ?? e);
+  const detail = `${code === undefined ? 'Error' : ((status as unknown as Record<number, string>)[code] ?? code)}: ${text}`;
+
+  if (
+    ctx.signal.aborted &&
+    (code === undefined || code === status.CANCELLED || code === status.DEADLINE_EXCEEDED)
+  ) {
+    return new ProviderError(
+      'timeout',
+      `${name}: the request was cancelled at the attempt deadline`,
+      'retried until INIT_DEADLINE; check network reach to Secret Manager',
+    );
+  }
+  switch (code) {
+    case status.NOT_FOUND:
+      return new ProviderError(
+        'not-found',
+        detail,
+        `check the project, secret id and version of ${name}, and that the secret has versions (gcloud secrets versions list)`,
+      );
+    case status.PERMISSION_DENIED:
+      return new ProviderError(
+        'permission-denied',
+        detail,
+        'grant roles/secretmanager.secretAccessor on the secret (or its project) to the pod’s identity: the Workload Identity principal of its Kubernetes service account, or the Google service account it impersonates',
+      );
+    case status.UNAUTHENTICATED:
+      return new ProviderError(
+        'auth',
+        detail,
+        'give the pod Google credentials: GKE Workload Identity on the node pool and service account, or GOOGLE_APPLICATION_CREDENTIALS',
+      );
+    case status.FAILED_PRECONDITION:
+      if (/DESTROYED/.test(text)) {
+        return new ProviderError(
+          'deleted',
+          detail,
+          'the version is destroyed for good: reference another version, or add a new version (`latest` names the newest, whatever its state)',
+        );
+      }
+      return new ProviderError(
+        'disabled',
+        detail,
+        'enable the version (gcloud secrets versions enable VERSION --secret SECRET) or reference an enabled one; `latest` names the newest version, whatever its state',
+      );
+    case status.RESOURCE_EXHAUSTED:
+      return new ProviderError(
+        'throttled',
+        detail,
+        'retried with backoff; spread start-ups or raise the Secret Manager quota',
+      );
+    case status.DEADLINE_EXCEEDED:
+      return new ProviderError(
+        'timeout',
+        detail,
+        'retried until INIT_DEADLINE; check network reach to Secret Manager',
+      );
+    case status.UNAVAILABLE:
+      if (/metadata from plugin/i.test(text)) {
+        // A token could not be had: on GKE the metadata server can lag a starting pod, so retry.
+        return new ProviderError(
+          'auth',
+          detail,
+          'check GKE Workload Identity (the metadata server must answer for the pod) or GOOGLE_APPLICATION_CREDENTIALS; retried until the deadline',
+          { transient: true },
+        );
+      }
+      return new ProviderError(
+        'unavailable',
+        detail,
+        'a Secret Manager or network fault; retried with backoff',
+      );
+    case status.INTERNAL:
+    case status.UNKNOWN:
+    case status.ABORTED:
+    case status.CANCELLED:
+      return new ProviderError('unavailable', detail, 'a Secret Manager fault; retried with backoff');
+    case status.INVALID_ARGUMENT:
+    case status.OUT_OF_RANGE:
+      return new ProviderError(
+        'invalid',
+        detail,
+        'check the reference: projects/PROJECT/secrets/SECRET[/versions/VERSION]',
+      );
+    case status.UNIMPLEMENTED:
+      return new ProviderError(
+        'invalid',
+        detail,
+        'GCP_SECRET_MANAGER_ENDPOINT does not serve Secret Manager v1: check it',
+        {
+          transient: false,
+        },
+      );
+    case undefined:
+      // Before any call: the client found no usable credentials (ADC found nothing, a bad key file).
+      return new ProviderError(
+        'auth',
+        detail,
+        'give the pod Google credentials: GKE Workload Identity (the metadata server), or GOOGLE_APPLICATION_CREDENTIALS naming a readable credentials file',
+        { transient: false },
+      );
+  }
+  return new ProviderError('internal', detail, 'see the message; report it if it persists', {
+    transient: false,
+  });
+}

@@ -1,0 +1,623 @@
+/**
+ * The GCP provider through the real @google-cloud/secret-manager client (gRPC, google-gax) talking to
+ * a local Secret Manager fake, and the built agent (dist/agent.js) end to end against the same fake.
+ */
+import { spawnSync } from 'node:child_process';
+import { generateKeyPairSync, verify } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { SecretManagerServiceClient } from '@google-cloud/secret-manager';
+import { credentials, status } from '@grpc/grpc-js';
+import { parseReference, type GcpReference } from '../../agent/contract/reference.ts';
+import { crc32c } from '../../agent/providers/gcp-crc32c.ts';
+import { createGcpProvider, parseEndpoint, type GcpProvider } from '../../agent/providers/gcp.ts';
+import { ProviderError, type FetchOutcome } from '../../agent/providers/provider.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import { AGENT_JS, memoryDir, ROOT, runAgent } from '../support/run-agent.ts';
+import { startGcpSecretManagerFake, type GcpSecretManagerFake } from '../fakes/gcp-secret-manager.ts';
+
+const PROJECT = 'my-project';
+const POD = { namespace: 'payments', name: 'api-7d9f' };
+
+/** Every way a value could leak from an outcome: messages, fixes, and the error as a whole. */
+function assertOutcomeClean(outcome: FetchOutcome, where: string): void {
+  if (outcome.ok) return;
+  assertNoCanary(`${outcome.error.message} ${outcome.error.fix} ${String(outcome.error.stack)}`, where);
+}
+
+function ref(text: string): GcpReference {
+  const parsed = parseReference(text, 'SECRET_0_REF');
+  assert.equal(parsed.provider, 'gcp');
+  return parsed as GcpReference;
+}
+
+function failure(outcome: FetchOutcome | undefined): ProviderError {
+  assert.ok(outcome && !outcome.ok, 'expected a failed outcome');
+  assertOutcomeClean(outcome, 'a provider error');
+  return outcome.error;
+}
+
+function text(outcome: FetchOutcome | undefined): { value: string; version: string } {
+  assert.ok(
+    outcome?.ok,
+    `expected success, got ${outcome && !outcome.ok ? outcome.error.message : 'nothing'}`,
+  );
+  return { value: Buffer.from(outcome.value.bytes).toString('utf8'), version: outcome.value.version };
+}
+
+const ctx = () => ({ signal: AbortSignal.timeout(15_000) });
+
+/**
+ * No test may reach past loopback or find real credentials: the metadata server is pointed at a
+ * closed loopback port and ADC at a missing file, so any credential lookup fails fast and loudly.
+ */
+const NO_REAL_CREDENTIALS = {
+  GCE_METADATA_HOST: '127.0.0.1:9',
+  GCE_METADATA_IP: '127.0.0.1:9',
+  GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+} as const;
+
+describe('CRC32C', () => {
+  it('matches the Castagnoli check value and the RFC 3720 (iSCSI) vectors', () => {
+    assert.equal(crc32c(Buffer.from('123456789')), 0xe3069283);
+    assert.equal(crc32c(new Uint8Array(0)), 0);
+    assert.equal(crc32c(new Uint8Array(32)), 0x8a9136aa);
+    assert.equal(crc32c(new Uint8Array(32).fill(0xff)), 0x62a8ab43);
+    assert.equal(crc32c(Uint8Array.from({ length: 32 }, (_, i) => i)), 0x46dd794e);
+    assert.equal(crc32c(Uint8Array.from({ length: 32 }, (_, i) => 31 - i)), 0x113fdb5c);
+  });
+});
+
+describe('GCP_SECRET_MANAGER_ENDPOINT', () => {
+  it('uses plaintext only on loopback and TLS elsewhere', () => {
+    assert.deepEqual(parseEndpoint('127.0.0.1:8085'), {
+      servicePath: '127.0.0.1',
+      port: 8085,
+      plaintext: true,
+    });
+    assert.deepEqual(parseEndpoint('[::1]:8085'), { servicePath: '[::1]', port: 8085, plaintext: true });
+    assert.deepEqual(parseEndpoint('localhost:1'), { servicePath: 'localhost', port: 1, plaintext: true });
+    assert.deepEqual(parseEndpoint('https://127.0.0.1:8443'), {
+      servicePath: '127.0.0.1',
+      port: 8443,
+      plaintext: false,
+    });
+    assert.deepEqual(parseEndpoint('secretmanager.example.internal'), {
+      servicePath: 'secretmanager.example.internal',
+      port: 443,
+      plaintext: false,
+    });
+    assert.equal(parseEndpoint(undefined), undefined);
+    assert.equal(parseEndpoint(''), undefined);
+  });
+
+  it('refuses plaintext to a host that is not loopback, and malformed values', () => {
+    assert.throws(
+      () => parseEndpoint('http://secretmanager.example.internal:8080'),
+      (e: unknown) =>
+        e instanceof ProviderError &&
+        e.reason === 'invalid' &&
+        !e.transient &&
+        /not loopback/.test(e.message) &&
+        /TLS/.test(e.fix),
+    );
+    assert.throws(
+      () => parseEndpoint('127.0.0.1:99999'),
+      (e: unknown) => e instanceof ProviderError && /not host:port/.test(e.message),
+    );
+    assert.throws(() => parseEndpoint('grpc://x:1/y'), ProviderError);
+  });
+});
+
+describe('GCP provider against the Secret Manager fake', () => {
+  let fake: GcpSecretManagerFake;
+  let provider: GcpProvider;
+  const touched = [
+    ...Object.keys(NO_REAL_CREDENTIALS),
+    'GCP_SECRET_MANAGER_ENDPOINT',
+    'GCP_PROJECT',
+    'GOOGLE_CLOUD_PROJECT',
+  ];
+  const saved = new Map(touched.map((key) => [key, process.env[key]]));
+  const values = { v1: canary('gcp-v1'), v2: canary('gcp-v2'), short: canary('gcp-short') };
+
+  before(async () => {
+    fake = await startGcpSecretManagerFake();
+    fake.addVersion(PROJECT, 'db-password', values.v1);
+    fake.addVersion(PROJECT, 'db-password', values.v2);
+    fake.addVersion('other-project', 'api-key', values.short);
+    Object.assign(process.env, NO_REAL_CREDENTIALS, { GCP_SECRET_MANAGER_ENDPOINT: fake.endpoint });
+    delete process.env.GCP_PROJECT;
+    delete process.env.GOOGLE_CLOUD_PROJECT;
+    provider = createGcpProvider({ pod: POD, agentVersion: '0.1.0' });
+  });
+
+  after(async () => {
+    provider.close();
+    await fake.stop();
+    for (const [key, value] of saved) {
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
+      else process.env[key] = value;
+    }
+  });
+
+  it('reads `latest` and returns the version number from the name the API answers with', async () => {
+    const [out] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    assert.deepEqual(text(out), { value: values.v2, version: '2' });
+    const call = fake.seen.at(-1)!;
+    assert.equal(call.name, `projects/${PROJECT}/secrets/db-password/versions/latest`);
+  });
+
+  it('reads an explicit version, by project id or by project number', async () => {
+    const number = fake.projectNumber(PROJECT);
+    const out = await provider.fetch(
+      [
+        ref(`projects/${PROJECT}/secrets/db-password/versions/1`),
+        ref(`projects/${number}/secrets/db-password/versions/2`),
+      ],
+      ctx(),
+    );
+    assert.deepEqual(text(out[0]), { value: values.v1, version: '1' });
+    assert.deepEqual(text(out[1]), { value: values.v2, version: '2' });
+  });
+
+  it('reads a version alias', async () => {
+    fake.setAlias(PROJECT, 'db-password', 'stable', '1');
+    const [out] = await provider.fetch(
+      [ref(`projects/${PROJECT}/secrets/db-password/versions/stable`)],
+      ctx(),
+    );
+    assert.deepEqual(text(out), { value: values.v1, version: '1' });
+  });
+
+  it('takes the short form’s project from GCP_PROJECT, else GOOGLE_CLOUD_PROJECT', async () => {
+    process.env.GCP_PROJECT = 'other-project';
+    process.env.GOOGLE_CLOUD_PROJECT = PROJECT;
+    const first = createGcpProvider({ pod: POD, agentVersion: '0.1.0' });
+    delete process.env.GCP_PROJECT;
+    process.env.GOOGLE_CLOUD_PROJECT = 'other-project';
+    const second = createGcpProvider({ pod: POD, agentVersion: '0.1.0' });
+    delete process.env.GOOGLE_CLOUD_PROJECT;
+    try {
+      const [a] = await first.fetch([ref('gcp:api-key')], ctx());
+      assert.deepEqual(text(a), { value: values.short, version: '1' });
+      assert.equal(fake.seen.at(-1)!.name, 'projects/other-project/secrets/api-key/versions/latest');
+      const [b] = await second.fetch([ref('gcp:api-key/versions/1')], ctx());
+      assert.deepEqual(text(b), { value: values.short, version: '1' });
+    } finally {
+      first.close();
+      second.close();
+    }
+  });
+
+  it('fails a short form without a project before any call, naming the fix', async () => {
+    const before = fake.calls('AccessSecretVersion');
+    const [out] = await provider.fetch([ref('gcp:api-key')], ctx());
+    const error = failure(out);
+    assert.equal(error.reason, 'invalid');
+    assert.equal(error.transient, false);
+    assert.match(error.fix, /GCP_PROJECT/);
+    assert.equal(fake.calls('AccessSecretVersion'), before);
+  });
+
+  it('maps NOT_FOUND for a missing secret and a missing version', async () => {
+    const out = await provider.fetch(
+      [ref(`projects/${PROJECT}/secrets/missing`), ref(`projects/${PROJECT}/secrets/db-password/versions/9`)],
+      ctx(),
+    );
+    for (const o of out) {
+      const error = failure(o);
+      assert.equal(error.reason, 'not-found');
+      assert.equal(error.transient, false);
+    }
+    assert.match(failure(out[0]).message, /^NOT_FOUND: Secret \[projects\/\d+\/secrets\/missing\] not found/);
+    assert.match(failure(out[1]).message, /versions\/9\] not found/);
+  });
+
+  it('maps PERMISSION_DENIED to the accessor role fix', async () => {
+    fake.inject('AccessSecretVersion', {
+      code: status.PERMISSION_DENIED,
+      details: `Permission 'secretmanager.versions.access' denied for resource 'projects/${PROJECT}/secrets/db-password/versions/latest' (or it may not exist).`,
+    });
+    const [out] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    const error = failure(out);
+    assert.equal(error.reason, 'permission-denied');
+    assert.equal(error.transient, false);
+    assert.match(error.message, /secretmanager\.versions\.access/);
+    assert.match(error.fix, /roles\/secretmanager\.secretAccessor/);
+    assert.match(error.fix, /Workload Identity/);
+  });
+
+  it('maps UNAUTHENTICATED to auth, INVALID_ARGUMENT to invalid', async () => {
+    fake.inject(
+      'AccessSecretVersion',
+      { code: status.UNAUTHENTICATED, details: 'Request had invalid authentication credentials.' },
+      { code: status.INVALID_ARGUMENT },
+    );
+    const [a] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    const [b] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    assert.equal(failure(a).reason, 'auth');
+    assert.equal(failure(a).transient, false);
+    assert.equal(failure(b).reason, 'invalid');
+  });
+
+  it('maps FAILED_PRECONDITION: a disabled version, a disabled newest version behind `latest`, a destroyed one', async () => {
+    fake.addVersion(PROJECT, 'rotating', canary('old'));
+    fake.addVersion(PROJECT, 'rotating', canary('new'), 'DISABLED');
+    fake.addVersion(PROJECT, 'gone', canary('gone'), 'DESTROYED');
+    const out = await provider.fetch(
+      [
+        ref(`projects/${PROJECT}/secrets/rotating/versions/2`),
+        ref(`projects/${PROJECT}/secrets/rotating`),
+        ref(`projects/${PROJECT}/secrets/gone/versions/1`),
+        ref(`projects/${PROJECT}/secrets/rotating/versions/1`),
+      ],
+      ctx(),
+    );
+    for (const o of out.slice(0, 2)) {
+      const error = failure(o);
+      assert.equal(error.reason, 'disabled');
+      assert.equal(error.transient, false);
+      assert.match(
+        error.message,
+        /^FAILED_PRECONDITION: Secret Version \[projects\/\d+\/secrets\/rotating\/versions\/2\] is in DISABLED state\.$/,
+      );
+      assert.match(error.fix, /gcloud secrets versions enable/);
+    }
+    assert.equal(failure(out[2]).reason, 'deleted');
+    assert.match(failure(out[2]).message, /DESTROYED/);
+    assert.equal(text(out[3]).version, '1', 'the other secrets of the batch still succeed');
+  });
+
+  it('makes exactly one call per attempt: UNAVAILABLE and RESOURCE_EXHAUSTED come back transient, not retried by gax', async () => {
+    const name = ref(`projects/${PROJECT}/secrets/db-password`);
+    fake.inject('AccessSecretVersion', {
+      code: status.UNAVAILABLE,
+      details: 'The service is currently unavailable.',
+    });
+    let calls = fake.calls('AccessSecretVersion');
+    const [a] = await provider.fetch([name], ctx());
+    assert.equal(failure(a).reason, 'unavailable');
+    assert.equal(failure(a).transient, true);
+    assert.equal(fake.calls('AccessSecretVersion'), calls + 1);
+
+    // The library's own config retries RESOURCE_EXHAUSTED for this method; the agent's backoff must own it.
+    fake.inject('AccessSecretVersion', { code: status.RESOURCE_EXHAUSTED, details: 'Quota exceeded.' });
+    calls = fake.calls('AccessSecretVersion');
+    const [b] = await provider.fetch([name], ctx());
+    assert.equal(failure(b).reason, 'throttled');
+    assert.equal(failure(b).transient, true);
+    assert.equal(fake.calls('AccessSecretVersion'), calls + 1);
+
+    fake.inject('AccessSecretVersion', { code: status.INTERNAL });
+    const [c] = await provider.fetch([name], ctx());
+    assert.equal(failure(c).transient, true);
+
+    const [d] = await provider.fetch([name], ctx());
+    assert.equal(text(d).value, values.v2, 'the same client works after the faults');
+  });
+
+  it('fails a payload whose CRC32C does not match, as transient, without the checksums; accepts one without a checksum', async () => {
+    fake.inject('AccessSecretVersion', { corruptChecksum: true }, { noChecksum: true });
+    const [bad] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    const error = failure(bad);
+    assert.equal(error.reason, 'internal');
+    assert.equal(error.transient, true);
+    assert.match(error.message, /CRC32C/);
+    assert.doesNotMatch(error.message, new RegExp(String(crc32c(Buffer.from(values.v2)))));
+    const [unchecked] = await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    assert.equal(text(unchecked).value, values.v2);
+  });
+
+  it('cancels the call when the attempt’s signal aborts', async () => {
+    fake.inject('AccessSecretVersion', { hang: true });
+    const controller = new AbortController();
+    const calls = fake.calls('AccessSecretVersion');
+    const pending = provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], {
+      signal: controller.signal,
+    });
+    while (fake.calls('AccessSecretVersion') === calls) await new Promise((r) => setTimeout(r, 5));
+    controller.abort();
+    const [out] = await pending;
+    const error = failure(out);
+    assert.equal(error.reason, 'timeout');
+    assert.equal(error.transient, true);
+  });
+
+  it('names the agent and the pod in the user agent, and sends no credentials over plaintext loopback', async () => {
+    await provider.fetch([ref(`projects/${PROJECT}/secrets/db-password`)], ctx());
+    const call = fake.seen.at(-1)!;
+    assert.match(call.userAgent, /^secret-agent\/0\.1\.0 k8s-pod\/payments\.api-7d9f /);
+    assert.match(call.apiClient, / secret-agent\/0\.1\.0$/);
+    assert.equal(call.authorization, '');
+  });
+
+  it('describeVersion reads which version `latest` is, and its state, without an access', async () => {
+    const access = fake.calls('AccessSecretVersion');
+    const gets = fake.calls('GetSecretVersion');
+    fake.addVersion(PROJECT, 'describe-me', canary('d1'));
+    const latest = ref(`projects/${PROJECT}/secrets/describe-me`);
+    const first = await provider.describeVersion(latest, ctx());
+    assert.equal(first.version, '1');
+    assert.equal(first.state, 'ENABLED');
+    assert.match(first.name, /^projects\/\d+\/secrets\/describe-me\/versions\/1$/);
+
+    fake.addVersion(PROJECT, 'describe-me', canary('d2'));
+    fake.setState(PROJECT, 'describe-me', '2', 'DISABLED');
+    const second = await provider.describeVersion(latest, ctx());
+    assert.equal(second.version, '2');
+    assert.equal(second.state, 'DISABLED');
+    assert.notEqual(second.etag, first.etag);
+    assert.equal(fake.calls('GetSecretVersion'), gets + 2);
+    assert.equal(fake.calls('AccessSecretVersion'), access);
+
+    await assert.rejects(
+      provider.describeVersion(ref(`projects/${PROJECT}/secrets/nothing`), ctx()),
+      (e: unknown) => e instanceof ProviderError && e.reason === 'not-found',
+    );
+    fake.inject('GetSecretVersion', { code: status.UNAVAILABLE });
+    await assert.rejects(
+      provider.describeVersion(latest, ctx()),
+      (e: unknown) => e instanceof ProviderError && e.reason === 'unavailable' && e.transient,
+    );
+  });
+
+  it('the fake lists versions newest first, in pages, filtered by state (through the real client)', async () => {
+    const client = new SecretManagerServiceClient({
+      apiEndpoint: '127.0.0.1',
+      port: Number(fake.endpoint.split(':')[1]),
+      sslCreds: credentials.createInsecure(),
+      universeDomain: 'googleapis.com',
+    });
+    try {
+      fake.addVersion(PROJECT, 'listed', canary('l1'));
+      fake.addVersion(PROJECT, 'listed', canary('l2'), 'DISABLED');
+      fake.addVersion(PROJECT, 'listed', canary('l3'));
+      const parent = `projects/${PROJECT}/secrets/listed`;
+      const [all] = await client.listSecretVersions({ parent, pageSize: 2 });
+      assert.deepEqual(
+        all.map((v) => [v.name?.split('/').at(-1), v.state]),
+        [
+          ['3', 'ENABLED'],
+          ['2', 'DISABLED'],
+          ['1', 'ENABLED'],
+        ],
+      );
+      assert.ok(all.every((v) => v.name?.startsWith(`projects/${fake.projectNumber(PROJECT)}/`)));
+      const [enabled] = await client.listSecretVersions({ parent, filter: 'state:ENABLED' });
+      assert.deepEqual(
+        enabled.map((v) => v.name?.split('/').at(-1)),
+        ['3', '1'],
+      );
+      assert.equal(fake.calls('ListSecretVersions'), 3, 'two pages of two, then the filtered list');
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('the built agent with a GCP secret', () => {
+  let fake: GcpSecretManagerFake;
+
+  before(async () => {
+    // Build only when there is no bundle with a gcp chunk (CI runs `npm run build` first).
+    const chunks = join(ROOT, 'dist/agent-chunks');
+    if (
+      !existsSync(AGENT_JS) ||
+      !existsSync(chunks) ||
+      !readdirSync(chunks).some((f) => f.startsWith('gcp-'))
+    ) {
+      const built = spawnSync(process.execPath, ['images/build.ts'], { cwd: ROOT, encoding: 'utf8' });
+      assert.equal(built.status, 0, `the build failed:\n${built.stderr}`);
+    }
+    fake = await startGcpSecretManagerFake();
+  });
+
+  after(async () => {
+    await fake.stop();
+  });
+
+  const agentEnv = (dir: string, reference: string) => ({
+    ...NO_REAL_CREDENTIALS,
+    SECRETS_DIR: dir,
+    SECRET_0_REF: reference,
+    SECRET_0_FILENAME: 'db/password',
+    GCP_SECRET_MANAGER_ENDPOINT: fake.endpoint,
+    POD_NAMESPACE: POD.namespace,
+    POD_NAME: POD.name,
+  });
+
+  it('writes the value with its mode, reading `latest` once', async () => {
+    const value = canary('e2e');
+    fake.addVersion(PROJECT, 'e2e', canary('e2e-old'));
+    fake.addVersion(PROJECT, 'e2e', value);
+    using dir = memoryDir();
+    const before = fake.calls('AccessSecretVersion');
+    const run = await runAgent(agentEnv(dir.path, `projects/${PROJECT}/secrets/e2e`));
+    assert.equal(run.code, 0, run.stderr);
+    const file = join(dir.path, 'db/password');
+    assert.equal(readFileSync(file, 'utf8'), value);
+    assert.equal(statSync(file).mode & 0o777, 0o400);
+    assert.equal(fake.calls('AccessSecretVersion'), before + 1);
+    const fetched = run.logs.find((l) => l.msg === 'fetched');
+    assert.equal(fetched?.version, '2');
+    assert.match(fake.seen.at(-1)!.userAgent, /k8s-pod\/payments\.api-7d9f/);
+  });
+
+  it('retries UNAVAILABLE twice with its own backoff, then succeeds', async () => {
+    const value = canary('e2e-retry');
+    fake.addVersion(PROJECT, 'flaky', value);
+    fake.inject('AccessSecretVersion', { code: status.UNAVAILABLE }, { code: status.UNAVAILABLE });
+    using dir = memoryDir();
+    const before = fake.calls('AccessSecretVersion');
+    const run = await runAgent(agentEnv(dir.path, `projects/${PROJECT}/secrets/flaky`));
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(readFileSync(join(dir.path, 'db/password'), 'utf8'), value);
+    assert.equal(fake.calls('AccessSecretVersion'), before + 3);
+    const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
+    assert.equal(retries.length, 2);
+    assert.deepEqual(retries[0]!.reasons, ['unavailable']);
+  });
+
+  it('exits 1 on NOT_FOUND, names SECRET_0 and the fix on stderr, and writes nothing', async () => {
+    using dir = memoryDir();
+    const before = fake.calls('AccessSecretVersion');
+    const run = await runAgent(agentEnv(dir.path, `projects/${PROJECT}/secrets/absent`));
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /SECRET_0 \(projects\/my-project\/secrets\/absent\): not-found: NOT_FOUND: Secret \[projects\/\d+\/secrets\/absent\]/,
+    );
+    assert.match(run.stderr, /fix: check the project, secret id and version/);
+    assert.equal(fake.calls('AccessSecretVersion'), before + 1, 'a permanent failure is not retried');
+    assert.deepEqual(readdirSync(dir.path), []);
+  });
+
+  it('exits 1 for a short form without GCP_PROJECT, naming the variable', async () => {
+    using dir = memoryDir();
+    const run = await runAgent(agentEnv(dir.path, 'gcp:e2e'));
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /SECRET_0 \(gcp:e2e\): invalid: .*\n\s+fix: set GCP_PROJECT/);
+    assert.deepEqual(readdirSync(dir.path), []);
+  });
+
+  it('refuses a plaintext endpoint that is not loopback', async () => {
+    using dir = memoryDir();
+    const run = await runAgent({
+      ...agentEnv(dir.path, `projects/${PROJECT}/secrets/e2e`),
+      GCP_SECRET_MANAGER_ENDPOINT: 'http://secretmanager.example.internal:8080',
+    });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /SECRET_0 .*: invalid: GCP_SECRET_MANAGER_ENDPOINT .* not loopback/);
+    assert.deepEqual(readdirSync(dir.path), []);
+  });
+
+  it('never logs a payload, even with GOOGLE_SDK_NODE_LOGGING set', async () => {
+    const value = canary('e2e-logging');
+    fake.addVersion(PROJECT, 'logged', value);
+    using dir = memoryDir();
+    const run = await runAgent({
+      ...agentEnv(dir.path, `projects/${PROJECT}/secrets/logged`),
+      GOOGLE_SDK_NODE_LOGGING: '*',
+    });
+    assert.equal(run.code, 0, run.stderr);
+    // The client's debug log prints a Buffer as JSON, a list of byte values: look for that form too.
+    const asJsonBytes = JSON.stringify([...Buffer.from(value)]).slice(1, -1);
+    for (const output of [run.stdout, run.stderr]) {
+      assert.ok(!output.includes(asJsonBytes), 'the payload leaked as JSON bytes');
+      assert.doesNotMatch(output, /accessSecretVersion response/);
+    }
+  });
+
+  it('without credentials on a TLS endpoint, fails with `auth` and exit 1 (no crash, no metadata server beyond loopback)', async () => {
+    using dir = memoryDir();
+    const { GOOGLE_APPLICATION_CREDENTIALS: _, ...env } = agentEnv(
+      dir.path,
+      `projects/${PROJECT}/secrets/e2e`,
+    );
+    const run = await runAgent({ ...env, GCP_SECRET_MANAGER_ENDPOINT: `https://${fake.endpoint}` });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /SECRET_0 \(projects\/my-project\/secrets\/e2e\): auth: .*default credentials/);
+    assert.match(run.stderr, /fix: give the pod Google credentials: GKE Workload Identity/);
+    assert.deepEqual(readdirSync(dir.path), []);
+  });
+});
+
+describe('the built agent over TLS with Application Default Credentials (a service-account key file)', () => {
+  let fake: GcpSecretManagerFake;
+  let work: string;
+  const serviceAccount = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const email = 'secret-agent@my-project.iam.gserviceaccount.com';
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'gcp-adc-'));
+    // A throwaway certificate for the fake; the agent trusts it through grpc-js's roots override.
+    const ssl = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(work, 'key.pem'),
+        '-out',
+        join(work, 'ca.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(
+      ssl.status,
+      0,
+      `openssl (Debian package openssl) could not make a test certificate: ${ssl.stderr}`,
+    );
+    fake = await startGcpSecretManagerFake({
+      tls: { certChain: readFileSync(join(work, 'ca.pem')), privateKey: readFileSync(join(work, 'key.pem')) },
+    });
+    // token_uri points at a closed loopback port: the client must sign its own JWT, never fetch a token.
+    writeFileSync(
+      join(work, 'sa.json'),
+      JSON.stringify({
+        type: 'service_account',
+        project_id: PROJECT,
+        private_key_id: 'test-key-1',
+        private_key: serviceAccount.privateKey.export({ type: 'pkcs8', format: 'pem' }),
+        client_email: email,
+        client_id: '1',
+        token_uri: 'http://127.0.0.1:9/token',
+      }),
+    );
+  });
+
+  after(async () => {
+    await fake.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('reads the secret with a self-signed service-account JWT over TLS from the bundle', async () => {
+    const value = canary('e2e-tls');
+    fake.addVersion(PROJECT, 'tls', value);
+    using dir = memoryDir();
+    const run = await runAgent({
+      GCE_METADATA_HOST: NO_REAL_CREDENTIALS.GCE_METADATA_HOST,
+      GCE_METADATA_IP: NO_REAL_CREDENTIALS.GCE_METADATA_IP,
+      GOOGLE_APPLICATION_CREDENTIALS: join(work, 'sa.json'),
+      GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: join(work, 'ca.pem'),
+      GCP_SECRET_MANAGER_ENDPOINT: `https://localhost:${fake.endpoint.split(':')[1]}`,
+      INIT_DEADLINE: '15s',
+      SECRETS_DIR: dir.path,
+      SECRET_0_REF: `projects/${PROJECT}/secrets/tls`,
+      SECRET_0_FILENAME: 'tls',
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(readFileSync(join(dir.path, 'tls'), 'utf8'), value);
+
+    const bearer = /^Bearer (.+)$/.exec(fake.seen.at(-1)!.authorization)?.[1];
+    assert.ok(bearer, 'the call carried a bearer token');
+    const [header, claims, signature] = bearer.split('.') as [string, string, string];
+    const payload = JSON.parse(Buffer.from(claims, 'base64url').toString()) as Record<string, unknown>;
+    assert.equal(payload.iss, email);
+    assert.equal(payload.scope, 'https://www.googleapis.com/auth/cloud-platform');
+    assert.ok(
+      verify(
+        'sha256',
+        Buffer.from(`${header}.${claims}`),
+        serviceAccount.publicKey,
+        Buffer.from(signature, 'base64url'),
+      ),
+      'the JWT is signed by the service account key',
+    );
+  });
+});
