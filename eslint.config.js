@@ -23,6 +23,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
+  },
+  {
     // Tests, benchmarks and the quick start talk to a terminal on purpose.
     files: ['test/**', 'bench/**', 'docs/**', 'images/**'],
     rules: { 'no-restricted-syntax': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },

@@ -5,6 +5,7 @@
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { existsSync, rmSync } from 'node:fs';
 import { builtinModules } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
 /**
  * `import … from 'node:http'` in ESM builds a facade of every export, which runs the builtin's lazy
@@ -73,6 +74,7 @@ const common: BuildOptions = {
   // Prefer packages' ES module builds: tree-shakeable, so the AWS SDK chunk loads far fewer builtins.
   mainFields: ['module', 'main'],
   plugins: [lazyBuiltins, gcpStaticProtos],
+  alias: { axios: fileURLToPath(new URL('./axios-stub.cjs', import.meta.url)) },
 };
 
 // `node images/build.ts agent` builds only the agent (its image needs nothing else); default: both.

@@ -11,4 +11,5 @@ export const PROVIDERS: { readonly [P in ProviderName]?: () => Promise<FactoryFo
   aws: async () => (await import('./aws.ts')).createAwsProvider,
   file: async () => (await import('./file.ts')).createFileProvider,
   gcp: async () => (await import('./gcp.ts')).createGcpProvider,
+  vault: async () => (await import('./vault.ts')).createVaultProvider,
 };

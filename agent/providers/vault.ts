@@ -1,0 +1,169 @@
+import { createHash } from 'node:crypto';
+import { sourceKey, type VaultReference } from '../contract/reference.ts';
+import {
+  fetchEach,
+  ProviderError,
+  type Provider,
+  type ProviderFactory,
+  type ProviderOptions,
+  type SecretValue,
+} from './provider.ts';
+import { createAuthenticator } from './vault/auth.ts';
+import { systemClock, type Clock } from './vault/clock.ts';
+import { parseVaultSettings } from './vault/config.ts';
+import { vaultError } from './vault/errors.ts';
+import { createVaultApi, VaultResponseError, type VaultEnvelope } from './vault/http.ts';
+import { KvMounts, type ReadPlan } from './vault/kv.ts';
+import { VaultSession } from './vault/session.ts';
+
+/**
+ * HashiCorp Vault. A reference names a logical path (`vault:secret/data/app`, `vault:kv1/app`,
+ * `vault:database/creds/app`); the bytes are the JSON of the secret's data object (KV v2: data.data),
+ * so `#key`, split and dotenv work as for any JSON secret. The version is the KV v2 version, a
+ * dynamic secret's lease id, or a content hash. See docs/vault.md.
+ */
+
+export interface VaultProvider extends Provider<VaultReference> {
+  /** Token and lease lifecycle, for the sidecar: `start()` it to keep credentials alive. */
+  readonly session: VaultSession;
+}
+
+export interface VaultProviderDeps {
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly clock?: Clock;
+}
+
+/** Reads at most this many paths at once. */
+const CONCURRENCY = 8;
+
+export const createVaultProvider: ProviderFactory<VaultReference> = (options) => openVaultProvider(options);
+
+/** Throws a non-transient ProviderError when the Vault env is unusable. */
+export function openVaultProvider(options: ProviderOptions, deps: VaultProviderDeps = {}): VaultProvider {
+  const settings = parseVaultSettings(deps.env ?? process.env);
+  const clock = deps.clock ?? systemClock;
+  const api = createVaultApi(settings, userAgent(options));
+  const session = new VaultSession(api, createAuthenticator(settings.auth), clock);
+  const mounts = new KvMounts(api, settings.kvVersion);
+
+  const readOne = async (ref: VaultReference, signal: AbortSignal): Promise<SecretValue> => {
+    const key = sourceKey(ref);
+    // A dynamic secret whose lease is still being renewed: fetching again would mint new credentials.
+    const leased = session.leases.reusable(key);
+    if (leased) return leased;
+    const token = await session.token(signal);
+    const plan = await mounts.plan(ref, token, signal);
+    let answer: VaultEnvelope;
+    try {
+      answer = await api.read(plan.apiPath, token, signal);
+    } catch (e) {
+      if (e instanceof VaultResponseError && e.status === 403) await session.recheck(token, signal);
+      throw readError(e, ref, plan, session);
+    }
+    const value = toValue(answer, plan, ref);
+    if (answer.lease_id && (answer.lease_duration ?? 0) > 0) {
+      session.leases.track(key, answer.lease_id, answer.lease_duration!, answer.renewable === true, value);
+      session.reschedule();
+    }
+    return value;
+  };
+
+  return {
+    session,
+    fetch: (refs, ctx) => fetchEach(refs, CONCURRENCY, (ref) => readOne(ref, ctx.signal)),
+    close() {
+      session.stop();
+      api.close();
+    },
+  };
+}
+
+/** Vault's audit log can record the User-Agent header (sys/config/auditing/request-headers). */
+function userAgent(options: ProviderOptions): string {
+  const pod =
+    options.pod.namespace && options.pod.name ? ` (pod ${options.pod.namespace}/${options.pod.name})` : '';
+  return `secret-agent/${options.agentVersion}${pod}`;
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function looksLikeKv2(data: Json | null | undefined): boolean {
+  return !!data && Object.hasOwn(data, 'data') && isObject(data.metadata) && 'version' in data.metadata;
+}
+
+function toValue(answer: VaultEnvelope, plan: ReadPlan, ref: VaultReference): SecretValue {
+  const data = answer.data;
+  if (plan.shape === 'kv2' || (plan.shape === 'guess' && looksLikeKv2(data))) {
+    const inner = data?.data;
+    const metadata = isObject(data?.metadata) ? data.metadata : {};
+    if (!isObject(inner)) {
+      throw new ProviderError(
+        'invalid',
+        `${plan.apiPath} did not answer with a KV v2 secret (data.data is ${inner === null ? 'null' : typeof inner})`,
+        'check that the mount is KV v2, or set VAULT_KV_VERSION=1 for a KV v1 mount',
+        { transient: false },
+      );
+    }
+    return {
+      bytes: Buffer.from(JSON.stringify(inner), 'utf8'),
+      version: String(metadata.version ?? 'unknown'),
+    };
+  }
+  if (!isObject(data)) {
+    throw new ProviderError(
+      'invalid',
+      `${plan.apiPath} answered without a data object`,
+      `reference a path that returns a secret (${ref.text} may be a write-only or list endpoint)`,
+      { transient: false },
+    );
+  }
+  const bytes = Buffer.from(JSON.stringify(data), 'utf8');
+  const version = answer.lease_id || createHash('sha256').update(bytes).digest('hex').slice(0, 16);
+  return { bytes, version };
+}
+
+function readError(e: unknown, ref: VaultReference, plan: ReadPlan, session: VaultSession): ProviderError {
+  const where = `read ${plan.apiPath}${plan.mount ? ` (mount ${plan.mount}${plan.shape === 'kv2' ? ', KV v2' : ''})` : ''}`;
+  if (e instanceof VaultResponseError) {
+    if (e.status === 404) {
+      const metadata = (
+        e.body as { data?: { metadata?: { deletion_time?: unknown; destroyed?: unknown } } } | undefined
+      )?.data?.metadata;
+      if (
+        metadata &&
+        (metadata.destroyed === true ||
+          (typeof metadata.deletion_time === 'string' && metadata.deletion_time !== ''))
+      ) {
+        const destroyed = metadata.destroyed === true;
+        return new ProviderError(
+          'deleted',
+          `${where}: the KV v2 version is ${destroyed ? 'destroyed' : `deleted (since ${metadata.deletion_time as string})`}`,
+          destroyed
+            ? 'write a new version, or reference another ?version='
+            : 'undelete it (`vault kv undelete -versions=N`), write a new version, or reference another ?version=',
+          { transient: false },
+        );
+      }
+      return new ProviderError(
+        'not-found',
+        `${where}: no secret at this path`,
+        plan.shape === 'kv2'
+          ? `check the path and version: \`vault kv get${ref.version ? ` -version=${ref.version}` : ''} ${ref.path}\` must find it`
+          : `check the path: \`vault read ${ref.path}\` must find it (for KV v2 write the mount first, e.g. secret/data/app or secret/app)`,
+        { transient: false },
+      );
+    }
+    if (e.status === 403) {
+      return vaultError(
+        e,
+        `${where} with ${session.authDescription}`,
+        session.deniedFix(plan.apiPath.replace(/\?.*$/, '')),
+      );
+    }
+  }
+  return vaultError(e, where, session.deniedFix(plan.apiPath));
+}

@@ -1,0 +1,237 @@
+import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { ProviderError } from '../provider.ts';
+
+/**
+ * The Vault provider's settings, read from env. Names follow Vault's own CLI and agent where they
+ * exist (VAULT_ADDR, VAULT_NAMESPACE, VAULT_CACERT, VAULT_TLS_SERVER_NAME, VAULT_SKIP_VERIFY,
+ * VAULT_TOKEN); the rest name the auth method's inputs.
+ */
+
+export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle';
+export type KvVersionSetting = 'auto' | '1' | '2';
+
+export const DEFAULT_SA_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
+export interface VaultSettings {
+  readonly addr: URL;
+  readonly namespace?: string;
+  readonly caCertFile?: string;
+  readonly tlsServerName?: string;
+  readonly skipVerify: boolean;
+  readonly kvVersion: KvVersionSetting;
+  readonly auth: AuthSettings;
+}
+
+export type AuthSettings =
+  | { readonly method: 'token'; readonly token?: string; readonly tokenFile?: string }
+  | { readonly method: 'kubernetes'; readonly mount: string; readonly role: string; readonly jwtFile: string }
+  | { readonly method: 'jwt'; readonly mount: string; readonly role?: string; readonly jwtFile: string }
+  | {
+      readonly method: 'approle';
+      readonly mount: string;
+      readonly roleId: string;
+      readonly secretId?: string;
+      readonly secretIdFile?: string;
+    };
+
+/** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
+export const VAULT_ENV: readonly { name: string; default: string; doc: string }[] = [
+  { name: 'VAULT_ADDR', default: 'https://127.0.0.1:8200', doc: 'Vault server address (http or https URL).' },
+  {
+    name: 'VAULT_NAMESPACE',
+    default: '',
+    doc: 'Vault Enterprise namespace, sent as X-Vault-Namespace on every request, login included.',
+  },
+  {
+    name: 'VAULT_CACERT',
+    default: '',
+    doc: 'PEM file of the CA that signed the Vault server certificate (instead of the system CAs).',
+  },
+  {
+    name: 'VAULT_TLS_SERVER_NAME',
+    default: '',
+    doc: 'Server name (SNI and certificate check) when it differs from the VAULT_ADDR host.',
+  },
+  {
+    name: 'VAULT_SKIP_VERIFY',
+    default: 'false',
+    doc: '`true` skips TLS verification; accepted only for a loopback VAULT_ADDR, otherwise use VAULT_CACERT.',
+  },
+  {
+    name: 'VAULT_AUTH_METHOD',
+    default: 'kubernetes if VAULT_ROLE is set and the service-account token exists, else token',
+    doc: '`token`, `kubernetes`, `jwt` or `approle`.',
+  },
+  {
+    name: 'VAULT_AUTH_MOUNT',
+    default: 'the method name',
+    doc: 'Path the auth method is mounted at, without `auth/` (e.g. `kubernetes-prod`).',
+  },
+  {
+    name: 'VAULT_ROLE',
+    default: '',
+    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role).',
+  },
+  {
+    name: 'VAULT_SA_TOKEN_FILE',
+    default: DEFAULT_SA_TOKEN_FILE,
+    doc: 'kubernetes: the service-account token sent to Vault.',
+  },
+  {
+    name: 'VAULT_JWT_FILE',
+    default: 'VAULT_SA_TOKEN_FILE',
+    doc: 'jwt: file holding the JWT (e.g. a projected service-account token with a Vault audience).',
+  },
+  { name: 'VAULT_TOKEN', default: '', doc: 'token: the Vault token.' },
+  {
+    name: 'VAULT_TOKEN_FILE',
+    default: '',
+    doc: 'token: file holding the Vault token, read at first use and again once Vault refuses the token.',
+  },
+  { name: 'VAULT_ROLE_ID', default: '', doc: 'approle: the role id.' },
+  { name: 'VAULT_SECRET_ID', default: '', doc: 'approle: the secret id (prefer VAULT_SECRET_ID_FILE).' },
+  { name: 'VAULT_SECRET_ID_FILE', default: '', doc: 'approle: file holding the secret id.' },
+  {
+    name: 'VAULT_KV_VERSION',
+    default: 'auto',
+    doc: '`auto` asks Vault per mount (sys/internal/ui/mounts); `1` or `2` applies to every vault: reference.',
+  },
+];
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function invalid(field: string, problem: string, fix: string): ProviderError {
+  return new ProviderError('invalid', `${field}: ${problem}`, fix, { transient: false });
+}
+
+const MOUNT = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
+
+/** Reads the settings; throws a non-transient ProviderError naming the variable. Never reads a secret's value into a message. */
+export function parseVaultSettings(env: Env): VaultSettings {
+  const get = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const addrText = get('VAULT_ADDR') ?? 'https://127.0.0.1:8200';
+  let addr: URL;
+  try {
+    addr = new URL(addrText);
+  } catch {
+    throw invalid(
+      'VAULT_ADDR',
+      `${JSON.stringify(addrText)} is not a URL`,
+      'set it like https://vault.example.com:8200',
+    );
+  }
+  if (addr.protocol !== 'http:' && addr.protocol !== 'https:')
+    throw invalid(
+      'VAULT_ADDR',
+      `scheme ${JSON.stringify(addr.protocol)} is not http or https`,
+      'use an http:// or https:// URL',
+    );
+  if (addr.username || addr.password || addr.search || addr.hash)
+    throw invalid('VAULT_ADDR', 'has credentials, a query or a fragment', 'use scheme://host:port only');
+
+  const skipText = (get('VAULT_SKIP_VERIFY') ?? 'false').toLowerCase();
+  if (!['true', 'false', '1', '0'].includes(skipText))
+    throw invalid(
+      'VAULT_SKIP_VERIFY',
+      `${JSON.stringify(skipText)} is not a boolean`,
+      'set it to true or false',
+    );
+  const skipVerify = skipText === 'true' || skipText === '1';
+  if (skipVerify && addr.protocol === 'https:' && !isLoopback(addr.hostname)) {
+    throw invalid(
+      'VAULT_SKIP_VERIFY',
+      `is true for the non-loopback address ${addr.host}`,
+      'give the CA with VAULT_CACERT (and VAULT_TLS_SERVER_NAME if the name differs); skipping verification is allowed only for 127.0.0.1/localhost',
+    );
+  }
+
+  const kvText = get('VAULT_KV_VERSION') ?? 'auto';
+  if (kvText !== 'auto' && kvText !== '1' && kvText !== '2')
+    throw invalid(
+      'VAULT_KV_VERSION',
+      `${JSON.stringify(kvText)} is not auto, 1 or 2`,
+      'set it to auto, 1 or 2',
+    );
+
+  const namespace = get('VAULT_NAMESPACE');
+  const caCertFile = get('VAULT_CACERT');
+  const tlsServerName = get('VAULT_TLS_SERVER_NAME');
+  return {
+    addr,
+    ...(namespace ? { namespace: namespace.replace(/^\/+|\/+$/g, '') } : {}),
+    ...(caCertFile ? { caCertFile } : {}),
+    ...(tlsServerName ? { tlsServerName } : {}),
+    skipVerify,
+    kvVersion: kvText,
+    auth: parseAuth(get),
+  };
+}
+
+function parseAuth(get: (name: string) => string | undefined): AuthSettings {
+  const saTokenFile = get('VAULT_SA_TOKEN_FILE') ?? DEFAULT_SA_TOKEN_FILE;
+  const role = get('VAULT_ROLE');
+  const methodText = get('VAULT_AUTH_METHOD') ?? (role && existsSync(saTokenFile) ? 'kubernetes' : 'token');
+  if (!['token', 'kubernetes', 'jwt', 'approle'].includes(methodText))
+    throw invalid(
+      'VAULT_AUTH_METHOD',
+      `${JSON.stringify(methodText)} is not a supported method`,
+      'use token, kubernetes, jwt or approle',
+    );
+  const method = methodText as AuthMethodName;
+  const mount = (get('VAULT_AUTH_MOUNT') ?? method).replace(/^\/+|\/+$/g, '').replace(/^auth\//, '');
+  if (method !== 'token' && !MOUNT.test(mount))
+    throw invalid(
+      'VAULT_AUTH_MOUNT',
+      `${JSON.stringify(mount)} is not a mount path`,
+      'use the path after auth/, e.g. kubernetes',
+    );
+
+  switch (method) {
+    case 'token': {
+      const token = get('VAULT_TOKEN');
+      const tokenFile = get('VAULT_TOKEN_FILE');
+      if (!token && !tokenFile)
+        throw invalid(
+          'VAULT_TOKEN',
+          'no Vault credentials: VAULT_TOKEN and VAULT_TOKEN_FILE are unset and no login method is configured',
+          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle, or VAULT_TOKEN / VAULT_TOKEN_FILE',
+        );
+      return { method, ...(token ? { token } : {}), ...(tokenFile ? { tokenFile } : {}) };
+    }
+    case 'kubernetes':
+      if (!role)
+        throw invalid(
+          'VAULT_ROLE',
+          'is required for Kubernetes auth',
+          'set it to the Vault role bound to the pod’s service account',
+        );
+      return { method, mount, role, jwtFile: saTokenFile };
+    case 'jwt':
+      return { method, mount, ...(role ? { role } : {}), jwtFile: get('VAULT_JWT_FILE') ?? saTokenFile };
+    case 'approle': {
+      const roleId = get('VAULT_ROLE_ID');
+      const secretId = get('VAULT_SECRET_ID');
+      const secretIdFile = get('VAULT_SECRET_ID_FILE');
+      if (!roleId)
+        throw invalid('VAULT_ROLE_ID', 'is required for AppRole auth', 'set it to the AppRole’s role id');
+      return {
+        method,
+        mount,
+        roleId,
+        ...(secretId ? { secretId } : {}),
+        ...(secretIdFile ? { secretIdFile } : {}),
+      };
+    }
+  }
+}
+
+export function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
+}

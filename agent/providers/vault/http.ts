@@ -1,0 +1,263 @@
+import { readFileSync } from 'node:fs';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import createNodeVault from 'node-vault';
+import { ProviderError } from '../provider.ts';
+import type { VaultSettings } from './config.ts';
+
+/**
+ * The Vault API as the provider uses it: node-vault builds the requests (paths under /v1, the
+ * X-Vault-Token and X-Vault-Namespace headers, its command table for token and lease calls), and
+ * sends them through the transport below, plugged in with node-vault's `request-promise` option.
+ * The transport exists because node-vault's own (axios) drops response headers (Retry-After), takes
+ * no abort signal, and reads VAULT_SKIP_VERIFY itself (any non-empty value, even "false", turns
+ * verification off).
+ */
+
+/** The envelope of every Vault response. */
+export interface VaultEnvelope {
+  readonly request_id?: string;
+  readonly lease_id?: string;
+  readonly renewable?: boolean;
+  readonly lease_duration?: number;
+  readonly data?: Record<string, unknown> | null;
+  readonly warnings?: readonly string[] | null;
+  readonly auth?: VaultAuth | null;
+}
+
+export interface VaultAuth {
+  readonly client_token: string;
+  readonly lease_duration: number;
+  readonly renewable: boolean;
+  readonly policies?: readonly string[];
+}
+
+/** A non-2xx answer. `errors` are Vault's messages (they never carry secret values); the body stays out of the message. */
+export class VaultResponseError extends Error {
+  readonly status: number;
+  readonly errors: readonly string[];
+  readonly retryAfterMs: number | undefined;
+  /** The parsed body, for callers that need more than the messages (a deleted KV v2 version). */
+  readonly body: unknown;
+
+  constructor(status: number, errors: readonly string[], retryAfterMs: number | undefined, body: unknown) {
+    super(errors.length > 0 ? errors.join('; ') : `HTTP ${status}`);
+    this.name = 'VaultResponseError';
+    this.status = status;
+    this.errors = errors;
+    this.retryAfterMs = retryAfterMs;
+    this.body = body;
+  }
+}
+
+/**
+ * Each call names the token it sends (X-Vault-Token); `undefined` sends none, as a login must: an
+ * expired token on a login request can make Vault refuse the login.
+ */
+export interface VaultApi {
+  read(path: string, token: string, signal: AbortSignal): Promise<VaultEnvelope>;
+  write(
+    path: string,
+    body: Record<string, unknown>,
+    token: string | undefined,
+    signal: AbortSignal,
+  ): Promise<VaultEnvelope>;
+  lookupSelf(token: string, signal: AbortSignal): Promise<VaultEnvelope>;
+  renewSelf(token: string, incrementSec: number, signal: AbortSignal): Promise<VaultEnvelope>;
+  renewLease(
+    token: string,
+    leaseId: string,
+    incrementSec: number,
+    signal: AbortSignal,
+  ): Promise<VaultEnvelope>;
+  close(): void;
+}
+
+interface TransportRequest {
+  readonly method: string;
+  readonly uri: string;
+  readonly headers?: Record<string, string>;
+  readonly json?: unknown;
+  readonly signal?: AbortSignal;
+}
+
+interface TransportResponse {
+  readonly statusCode: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: unknown;
+  readonly request: { readonly path: string };
+}
+
+/** Vault answers are small; a bigger body is a fault, not a secret. */
+const MAX_BODY = 4 * 1024 * 1024;
+const REQUEST_TIMEOUT_MS = 15_000;
+
+export function createVaultApi(settings: VaultSettings, userAgent: string): VaultApi {
+  const https = settings.addr.protocol === 'https:';
+  const agent = https
+    ? new HttpsAgent({
+        keepAlive: true,
+        ...(settings.caCertFile ? { ca: readCaCert(settings.caCertFile) } : {}),
+        ...(settings.tlsServerName ? { servername: settings.tlsServerName } : {}),
+        rejectUnauthorized: !settings.skipVerify,
+      })
+    : new HttpAgent({ keepAlive: true });
+
+  const transport = (options: TransportRequest): Promise<TransportResponse> =>
+    new Promise((resolve, reject) => {
+      const url = new URL(options.uri);
+      const body =
+        options.json !== undefined && typeof options.json === 'object'
+          ? JSON.stringify(options.json)
+          : undefined;
+      const signal = options.signal
+        ? AbortSignal.any([options.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
+        : AbortSignal.timeout(REQUEST_TIMEOUT_MS);
+      const req = (https ? httpsRequest : httpRequest)(
+        url,
+        {
+          method: options.method,
+          agent,
+          signal,
+          headers: {
+            ...options.headers,
+            'user-agent': userAgent,
+            accept: 'application/json',
+            ...(body !== undefined
+              ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
+              : {}),
+          },
+          ...(https && settings.tlsServerName ? { servername: settings.tlsServerName } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > MAX_BODY) {
+              req.destroy(
+                new ProviderError(
+                  'invalid',
+                  `the Vault response is larger than ${MAX_BODY} bytes`,
+                  'check VAULT_ADDR points at Vault',
+                ),
+              );
+              return;
+            }
+            chunks.push(chunk);
+          });
+          res.on('error', reject);
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: unknown;
+            if (text.trim() !== '') {
+              try {
+                parsed = JSON.parse(text);
+              } catch {
+                // Never echo the text: a proxy's page is harmless, but a parser message could quote anything.
+                parsed = undefined;
+                if ((res.statusCode ?? 0) < 300) {
+                  reject(
+                    new ProviderError(
+                      'invalid',
+                      `the answer to ${options.method} ${url.pathname} is not JSON (${text.length} characters, HTTP ${res.statusCode})`,
+                      'check that VAULT_ADDR points at Vault, not a proxy or a UI',
+                      { transient: false },
+                    ),
+                  );
+                  return;
+                }
+              }
+            }
+            resolve({
+              statusCode: res.statusCode ?? 0,
+              headers: res.headers,
+              body: parsed,
+              request: { path: url.pathname },
+            });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  const nodeVault = createNodeVault({
+    endpoint: settings.addr.origin,
+    ...(settings.namespace ? { namespace: settings.namespace } : {}),
+    // node-vault's debug output prints request bodies (JWTs, secret ids): never enable it.
+    debug: () => undefined,
+    'request-promise': { defaults: () => transport },
+  });
+  // node-vault falls back to VAULT_TOKEN and VAULT_PREFIX from the environment; the session decides.
+  nodeVault.token = undefined as unknown as string;
+  (nodeVault as unknown as { pathPrefix: string }).pathPrefix = '';
+  nodeVault.handleVaultResponse = (response?: {
+    statusCode: number;
+    body: unknown;
+    headers?: IncomingHttpHeaders;
+  }) => {
+    if (!response) return Promise.reject(new VaultResponseError(0, ['no response'], undefined, undefined));
+    if (response.statusCode >= 200 && response.statusCode < 300) return Promise.resolve(response.body ?? {});
+    return Promise.reject(
+      new VaultResponseError(
+        response.statusCode,
+        errorMessages(response.body),
+        retryAfter(response.headers?.['retry-after']),
+        response.body,
+      ),
+    );
+  };
+
+  // node-vault stores the token of a renew-self answer on the client; clear it so it rides on nothing.
+  const call = (p: Promise<unknown>): Promise<VaultEnvelope> =>
+    (p as Promise<VaultEnvelope>).finally(() => {
+      nodeVault.token = undefined as unknown as string;
+    });
+  const options = (token: string | undefined, signal: AbortSignal) => ({
+    signal,
+    headers: token === undefined ? {} : { 'X-Vault-Token': token },
+  });
+  return {
+    read: (path, token, signal) => call(nodeVault.read(path, options(token, signal))),
+    write: (path, body, token, signal) => call(nodeVault.write(path, body, options(token, signal))),
+    lookupSelf: (token, signal) =>
+      call(nodeVault.tokenLookupSelf({ requestOptions: options(token, signal) })),
+    renewSelf: (token, increment, signal) =>
+      call(nodeVault.tokenRenewSelf({ increment, requestOptions: options(token, signal) })),
+    renewLease: (token, leaseId, increment, signal) =>
+      call(nodeVault.renew({ lease_id: leaseId, increment, requestOptions: options(token, signal) })),
+    close() {
+      agent.destroy();
+    },
+  };
+}
+
+function readCaCert(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    throw new ProviderError(
+      'invalid',
+      `VAULT_CACERT: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+      'mount the CA bundle (PEM) into the pod and point VAULT_CACERT at it',
+      { transient: false },
+    );
+  }
+}
+
+function errorMessages(body: unknown): string[] {
+  const errors = (body as { errors?: unknown } | undefined)?.errors;
+  return Array.isArray(errors)
+    ? errors.filter((e): e is string => typeof e === 'string').map((e) => e.trim())
+    : [];
+}
+
+/** Retry-After as seconds or an HTTP date. */
+export function retryAfter(header: string | string[] | undefined, now = Date.now()): number | undefined {
+  const text = Array.isArray(header) ? header[0] : header;
+  if (!text) return undefined;
+  if (/^\d+$/.test(text.trim())) return Number(text.trim()) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}

@@ -1,0 +1,170 @@
+import type { SecretValue } from '../provider.ts';
+import type { Clock } from './clock.ts';
+import { vaultError } from './errors.ts';
+import type { VaultApi } from './http.ts';
+
+/**
+ * Leases of dynamic secrets (database/creds/…, aws/creds/…): renewed at two thirds of their TTL
+ * with `PUT sys/leases/renew`, asking for the lease's first duration again. Vault answers with
+ * what it grants; less than asked means the role's max TTL is reached. From then on, and when
+ * Vault no longer knows the lease, the credentials must be fetched anew before `expiresAt`: the
+ * lease is reported as ending (event + `deadlines()`), and the next fetch of that reference gets
+ * new credentials instead of the cached ones.
+ */
+
+export type LeaseEndReason = 'capped' | 'not-renewable' | 'not-found' | 'token-ending' | 'failed';
+
+export interface LeaseDeadline {
+  /** The reference as written (without #key). */
+  readonly ref: string;
+  readonly leaseId: string;
+  /** When Vault revokes the credentials (ms since the epoch). */
+  readonly expiresAt: number;
+  /** True once renewal cannot extend the lease: fetch new credentials before expiresAt. */
+  readonly mustRefetch: boolean;
+  readonly reason?: LeaseEndReason;
+}
+
+export type LeaseEvent =
+  | {
+      readonly type: 'lease-renewed';
+      readonly ref: string;
+      readonly leaseId: string;
+      readonly ttlSec: number;
+    }
+  | {
+      readonly type: 'lease-ending';
+      readonly ref: string;
+      readonly leaseId: string;
+      readonly expiresAt: number;
+      readonly reason: LeaseEndReason;
+      readonly detail?: string;
+    };
+
+interface Lease {
+  readonly ref: string;
+  readonly leaseId: string;
+  readonly incrementSec: number;
+  readonly renewable: boolean;
+  readonly value: SecretValue;
+  expiresAt: number;
+  renewAt: number;
+  ending?: LeaseEndReason;
+}
+
+const RENEW_FRACTION = 2 / 3;
+const MAX_RETRY_MS = 30_000;
+
+export class LeaseTracker {
+  readonly #clock: Clock;
+  readonly #emit: (event: LeaseEvent) => void;
+  readonly #leases = new Map<string, Lease>();
+
+  constructor(clock: Clock, emit: (event: LeaseEvent) => void) {
+    this.#clock = clock;
+    this.#emit = emit;
+  }
+
+  /** Records the lease of a fresh fetch of `ref`, replacing the one before (left to expire). */
+  track(ref: string, leaseId: string, durationSec: number, renewable: boolean, value: SecretValue): void {
+    const now = this.#clock.now();
+    this.#leases.set(ref, {
+      ref,
+      leaseId,
+      incrementSec: durationSec,
+      renewable,
+      value,
+      expiresAt: now + durationSec * 1000,
+      renewAt: now + durationSec * 1000 * RENEW_FRACTION,
+    });
+  }
+
+  /** The credentials of a live lease that renewal still extends: fetching again would only mint new ones. */
+  reusable(ref: string): SecretValue | undefined {
+    const lease = this.#leases.get(ref);
+    if (!lease || lease.ending || this.#clock.now() >= lease.expiresAt) return undefined;
+    return lease.value;
+  }
+
+  deadlines(): LeaseDeadline[] {
+    return [...this.#leases.values()].map((l) => ({
+      ref: l.ref,
+      leaseId: l.leaseId,
+      expiresAt: l.expiresAt,
+      mustRefetch: l.ending !== undefined,
+      ...(l.ending ? { reason: l.ending } : {}),
+    }));
+  }
+
+  nextDueAt(): number | undefined {
+    let due: number | undefined;
+    for (const l of this.#leases.values())
+      if (!l.ending && (due === undefined || l.renewAt < due)) due = l.renewAt;
+    return due;
+  }
+
+  /**
+   * Leases live no longer than the token that created them: when the session replaces its token,
+   * every lease ends by the old token's expiry at the latest.
+   */
+  tokenReplaced(oldTokenExpiresAt: number | undefined): void {
+    for (const l of this.#leases.values()) {
+      if (l.ending) continue;
+      if (oldTokenExpiresAt !== undefined) l.expiresAt = Math.min(l.expiresAt, oldTokenExpiresAt);
+      this.#end(l, 'token-ending');
+    }
+  }
+
+  /** Renews every lease that is due. */
+  async maintain(api: VaultApi, token: string, signal: AbortSignal): Promise<void> {
+    const now = this.#clock.now();
+    const due = [...this.#leases.values()].filter((l) => !l.ending && l.renewAt <= now);
+    for (const lease of due) {
+      if (!lease.renewable) {
+        this.#end(lease, 'not-renewable');
+        continue;
+      }
+      try {
+        const answer = await api.renewLease(token, lease.leaseId, lease.incrementSec, signal);
+        if (this.#leases.get(lease.ref) !== lease) continue; // replaced by a fetch meanwhile
+        const ttlSec = Number(answer.lease_duration) || 0;
+        const at = this.#clock.now();
+        lease.expiresAt = at + ttlSec * 1000;
+        if (ttlSec < lease.incrementSec) this.#end(lease, 'capped');
+        else if (answer.renewable === false) this.#end(lease, 'not-renewable');
+        else {
+          lease.renewAt = at + ttlSec * 1000 * RENEW_FRACTION;
+          this.#emit({ type: 'lease-renewed', ref: lease.ref, leaseId: lease.leaseId, ttlSec });
+        }
+      } catch (e) {
+        const error = vaultError(
+          e,
+          `renew lease of ${lease.ref}`,
+          'allow `update` on sys/leases/renew (Vault’s default policy does)',
+        );
+        if (error.transient) {
+          const at = this.#clock.now();
+          lease.renewAt = at + Math.min(MAX_RETRY_MS, Math.max(1000, (lease.expiresAt - at) / 3));
+        } else if (error.reason === 'invalid') {
+          // 400 "lease not found": revoked, expired, or its token is gone.
+          lease.expiresAt = Math.min(lease.expiresAt, this.#clock.now());
+          this.#end(lease, 'not-found', error.message);
+        } else {
+          this.#end(lease, 'failed', error.message);
+        }
+      }
+    }
+  }
+
+  #end(lease: Lease, reason: LeaseEndReason, detail?: string): void {
+    lease.ending = reason;
+    this.#emit({
+      type: 'lease-ending',
+      ref: lease.ref,
+      leaseId: lease.leaseId,
+      expiresAt: lease.expiresAt,
+      reason,
+      ...(detail ? { detail } : {}),
+    });
+  }
+}

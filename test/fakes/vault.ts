@@ -1,0 +1,868 @@
+/**
+ * A local HashiCorp Vault speaking its HTTP API (/v1/…) on 127.0.0.1, for the parts the agent uses:
+ *   - KV v2 (`<mount>/data/<key>[?version=N]`: data.data + data.metadata; a deleted or destroyed
+ *     version answers 404 with its metadata and data.data null, as the real plugin does) and KV v1;
+ *   - `sys/internal/ui/mounts/<path>` (mount path, type and options.version);
+ *   - a database engine (`<mount>/creds/<role>`) issuing leases, `sys/leases/renew` and
+ *     `sys/leases/lookup`, renewals capped at the role's max TTL, 400 "lease not found" for unknown,
+ *     expired or revoked leases (a lease dies with the token that created it);
+ *   - logins at `auth/<mount>/login` for kubernetes (role + jwt), jwt (role optional) and approle;
+ *   - `auth/token/lookup-self` and `auth/token/renew-self`, capped at the token's max TTL;
+ *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
+ *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
+ *     404 {"errors":[]} for nothing at a path;
+ *   - namespaces: X-Vault-Namespace prefixes mounts, and a token is valid only in its namespace;
+ *   - injectable faults (429 with Retry-After, 503 sealed, 500), and counters of requests per path.
+ * Expiry follows an injectable ManualClock that tests advance instead of waiting. Every answer uses
+ * Vault's envelope: {request_id, lease_id, renewable, lease_duration, data, wrap_info, warnings, auth, mount_type}.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Clock } from '../../agent/providers/vault/clock.ts';
+
+/** A clock that moves only when told to; timers run, in order, as `advance` passes them. */
+export class ManualClock implements Clock {
+  #now: number;
+  #timers: { at: number; seq: number; fn: () => void }[] = [];
+  #seq = 0;
+
+  constructor(start = Date.parse('2030-01-01T00:00:00Z')) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimer(fn: () => void, ms: number): { cancel(): void } {
+    const timer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn };
+    this.#timers.push(timer);
+    return { cancel: () => (this.#timers = this.#timers.filter((t) => t !== timer)) };
+  }
+
+  /** Moves time forward by `ms`, running each timer that comes due at its own time. */
+  advance(ms: number): void {
+    const end = this.#now + ms;
+    for (;;) {
+      const next = this.#timers.filter((t) => t.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
+      if (!next) break;
+      this.#timers = this.#timers.filter((t) => t !== next);
+      this.#now = Math.max(this.#now, next.at);
+      next.fn();
+    }
+    this.#now = end;
+  }
+
+  get pendingTimers(): number {
+    return this.#timers.length;
+  }
+}
+
+type Capability = 'read' | 'update' | 'create' | 'list' | 'delete';
+
+interface Token {
+  readonly token: string;
+  readonly accessor: string;
+  readonly namespace: string;
+  readonly policies: readonly string[];
+  readonly path: string;
+  readonly issuedAt: number;
+  readonly creationTtlSec: number;
+  readonly renewable: boolean;
+  /** Undefined: never expires (ttl 0, like a root token). */
+  expiresAt: number | undefined;
+  readonly maxExpiresAt: number | undefined;
+}
+
+interface Lease {
+  readonly id: string;
+  readonly owner: string;
+  readonly issuedAt: number;
+  readonly durationSec: number;
+  readonly renewable: boolean;
+  readonly maxExpiresAt: number;
+  expiresAt: number;
+  lastRenewal: number | undefined;
+}
+
+interface KvVersion {
+  readonly data: Record<string, unknown>;
+  readonly createdAt: number;
+  deletedAt: number | undefined;
+  destroyed: boolean;
+}
+
+type Mount =
+  | { readonly type: 'kv'; readonly version: 1; readonly entries: Map<string, Record<string, unknown>> }
+  | { readonly type: 'kv'; readonly version: 2; readonly entries: Map<string, KvVersion[]> }
+  | { readonly type: 'database'; readonly roles: Map<string, DatabaseRole> };
+
+export interface DatabaseRole {
+  readonly ttlSec: number;
+  readonly maxTtlSec: number;
+  readonly renewable?: boolean;
+  /** Called per issue: the credentials to hand out. */
+  readonly credentials: () => Record<string, string>;
+}
+
+export interface LoginRole {
+  readonly policies: readonly string[];
+  readonly ttlSec: number;
+  /** 0: no cap. */
+  readonly maxTtlSec?: number;
+  readonly renewable?: boolean;
+}
+
+type AuthMount =
+  | { readonly type: 'kubernetes'; readonly roles: Map<string, LoginRole & { readonly jwt: string }> }
+  | {
+      readonly type: 'jwt';
+      readonly roles: Map<string, LoginRole & { readonly jwt: string }>;
+      defaultRole: string | undefined;
+    }
+  | {
+      readonly type: 'approle';
+      readonly roles: Map<string, LoginRole & { readonly roleId: string; readonly secretId?: string }>;
+    };
+
+export interface SeenRequest {
+  readonly method: string;
+  /** The path after /v1/, without the query. */
+  readonly path: string;
+  readonly query: string;
+  /** The X-Vault-Namespace header ('' when none). */
+  readonly namespace: string;
+  readonly hasToken: boolean;
+  readonly userAgent: string;
+  readonly status: number;
+}
+
+interface Fault {
+  readonly status: number;
+  remaining: number;
+  readonly path?: string;
+  readonly retryAfterSec?: number;
+  readonly errors?: readonly string[];
+}
+
+class VaultHttpError extends Error {
+  readonly status: number;
+  readonly errors: readonly string[];
+  constructor(status: number, errors: readonly string[]) {
+    super(errors.join('; '));
+    this.status = status;
+    this.errors = errors;
+  }
+}
+
+const denied = (): VaultHttpError => new VaultHttpError(403, ['permission denied']);
+const notFound = (): VaultHttpError => new VaultHttpError(404, []);
+
+/** Vault's default policy: every token may look itself up, renew itself and renew its leases. */
+const DEFAULT_POLICY: Record<string, Capability[]> = {
+  'auth/token/lookup-self': ['read'],
+  'auth/token/renew-self': ['update'],
+  'sys/leases/renew': ['update'],
+  'sys/leases/lookup': ['update'],
+};
+
+const KV1_TTL_SEC = 2_764_800; // 768h: what KV v1 reports as lease_duration by default
+
+export class FakeVault {
+  readonly clock: ManualClock;
+  readonly requests: SeenRequest[] = [];
+  readonly #server: Server;
+  readonly #mounts = new Map<string, Mount>();
+  readonly #authMounts = new Map<string, AuthMount>();
+  readonly #policies = new Map<string, Record<string, Capability[]>>();
+  readonly #tokens = new Map<string, Token>();
+  readonly #leases = new Map<string, Lease>();
+  #faults: Fault[] = [];
+  #addr = '';
+
+  private constructor(server: Server, clock: ManualClock) {
+    this.#server = server;
+    this.clock = clock;
+  }
+
+  /** Starts on 127.0.0.1 on a free port; TLS when given a certificate. */
+  static async start(
+    options: { clock?: ManualClock; tls?: { cert: string; key: string } } = {},
+  ): Promise<FakeVault> {
+    const holder: { fake?: FakeVault } = {};
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
+      void holder.fake!.#handle(req, res);
+    };
+    const server = options.tls
+      ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, handler)
+      : createHttpServer(handler);
+    const fake = new FakeVault(server, options.clock ?? new ManualClock());
+    holder.fake = fake;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    fake.#addr = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+    return fake;
+  }
+
+  /** The VAULT_ADDR to use. */
+  get addr(): string {
+    return this.#addr;
+  }
+
+  async stop(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  // ---- setup -------------------------------------------------------------------------------
+
+  /** A policy: path globs (`*` at the end, `+` for one segment) to capabilities. */
+  policy(name: string, rules: Record<string, Capability[]>): void {
+    this.#policies.set(name, rules);
+  }
+
+  /** Mounts a KV engine at `path` (with a namespace: `ns/path`). */
+  mountKv(path: string, version: 1 | 2): void {
+    this.#mounts.set(
+      slash(path),
+      version === 1
+        ? { type: 'kv', version, entries: new Map() }
+        : { type: 'kv', version, entries: new Map() },
+    );
+  }
+
+  /** Writes `data` at mount + key (`secret/app`); returns the KV v2 version (1 for KV v1). */
+  putKv(path: string, data: Record<string, unknown>): number {
+    const [, mount, key] = this.#kvMount(path);
+    if (mount.version === 1) {
+      mount.entries.set(key, structuredClone(data));
+      return 1;
+    }
+    const versions = mount.entries.get(key) ?? [];
+    versions.push({
+      data: structuredClone(data),
+      createdAt: this.clock.now(),
+      deletedAt: undefined,
+      destroyed: false,
+    });
+    mount.entries.set(key, versions);
+    return versions.length;
+  }
+
+  /** Soft-deletes a KV v2 version, as `vault kv delete -versions=N`. */
+  deleteKvVersion(path: string, version: number): void {
+    const [, mount, key] = this.#kvMount(path);
+    if (mount.version !== 2) throw new Error('not a KV v2 mount');
+    mount.entries.get(key)![version - 1]!.deletedAt = this.clock.now();
+  }
+
+  destroyKvVersion(path: string, version: number): void {
+    const [, mount, key] = this.#kvMount(path);
+    if (mount.version !== 2) throw new Error('not a KV v2 mount');
+    mount.entries.get(key)![version - 1]!.destroyed = true;
+  }
+
+  mountDatabase(path = 'database'): void {
+    this.#mounts.set(slash(path), { type: 'database', roles: new Map() });
+  }
+
+  databaseRole(mountPath: string, role: string, spec: DatabaseRole): void {
+    const mount = this.#mounts.get(slash(mountPath));
+    if (mount?.type !== 'database') throw new Error(`no database mount at ${mountPath}`);
+    mount.roles.set(role, spec);
+  }
+
+  /** Enables Kubernetes auth at `auth/<mount>` with a role that accepts exactly `jwt`. */
+  kubernetesRole(mount: string, role: string, spec: LoginRole & { jwt: string }): void {
+    const m = this.#auth(mount, 'kubernetes');
+    if (m.type === 'kubernetes') m.roles.set(role, spec);
+  }
+
+  jwtRole(mount: string, role: string, spec: LoginRole & { jwt: string }, isDefault = false): void {
+    const m = this.#auth(mount, 'jwt');
+    if (m.type !== 'jwt') return;
+    m.roles.set(role, spec);
+    if (isDefault) m.defaultRole = role;
+  }
+
+  appRole(mount: string, role: string, spec: LoginRole & { roleId: string; secretId?: string }): void {
+    const m = this.#auth(mount, 'approle');
+    if (m.type === 'approle') m.roles.set(role, spec);
+  }
+
+  /** A token as `vault token create` makes it; ttl 0 never expires. */
+  createToken(spec: {
+    policies: readonly string[];
+    ttlSec?: number;
+    maxTtlSec?: number;
+    renewable?: boolean;
+    namespace?: string;
+  }): string {
+    return this.#issue(spec.namespace ?? '', 'auth/token/create', {
+      policies: spec.policies,
+      ttlSec: spec.ttlSec ?? 0,
+      maxTtlSec: spec.maxTtlSec ?? 0,
+      renewable: spec.renewable ?? true,
+    }).token;
+  }
+
+  revokeToken(token: string): void {
+    this.#tokens.delete(token);
+  }
+
+  /** Revokes every token issued by a login at `auth/<mount>/login` (as `vault token revoke -mode=path`). */
+  revokeLogins(mount: string): void {
+    for (const [text, token] of this.#tokens)
+      if (token.path === `auth/${mount}/login`) this.#tokens.delete(text);
+  }
+
+  revokeLease(leaseId: string): void {
+    this.#leases.delete(leaseId);
+  }
+
+  /** The next `times` requests (to paths starting with `path`, if given) get `status` instead. */
+  fail(fault: {
+    status: number;
+    times?: number;
+    path?: string;
+    retryAfterSec?: number;
+    errors?: readonly string[];
+  }): void {
+    this.#faults.push({ ...fault, remaining: fault.times ?? 1 });
+  }
+
+  /** Requests seen for `method path` (path after /v1/, without the query). */
+  count(method: string, path: string): number {
+    return this.requests.filter((r) => r.method === method && r.path === path).length;
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+    this.#faults = [];
+  }
+
+  /** Remaining seconds of a lease as Vault sees it; undefined when Vault no longer knows it. */
+  leaseTtl(leaseId: string): number | undefined {
+    const lease = this.#liveLease(leaseId);
+    return lease ? Math.floor((lease.expiresAt - this.clock.now()) / 1000) : undefined;
+  }
+
+  // ---- HTTP --------------------------------------------------------------------------------
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://vault');
+    const path = url.pathname.startsWith('/v1/') ? url.pathname.slice(4) : url.pathname;
+    const namespace = String(req.headers['x-vault-namespace'] ?? '').replace(/^\/+|\/+$/g, '');
+    const tokenHeader = req.headers['x-vault-token'];
+    const token = typeof tokenHeader === 'string' && tokenHeader !== '' ? tokenHeader : undefined;
+    const method = req.method ?? 'GET';
+    let status: number;
+    let body: unknown;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+    };
+    try {
+      const raw = await readBody(req);
+      const fault = this.#faults.find(
+        (f) => f.remaining > 0 && (f.path === undefined || path.startsWith(f.path)),
+      );
+      if (fault) {
+        fault.remaining--;
+        if (fault.retryAfterSec !== undefined) headers['retry-after'] = String(fault.retryAfterSec);
+        throw new VaultHttpError(fault.status, fault.errors ?? defaultFaultErrors(fault.status, path));
+      }
+      if (!url.pathname.startsWith('/v1/')) throw notFound();
+      let input: Record<string, unknown> = {};
+      if (raw !== '') {
+        try {
+          input = JSON.parse(raw) as Record<string, unknown>;
+        } catch {
+          throw new VaultHttpError(400, ['failed to parse JSON input: invalid character']);
+        }
+      }
+      const answer = this.#route(method, path, url.searchParams, namespace, token, input);
+      status = answer.status ?? 200;
+      body = answer.body;
+    } catch (e) {
+      // A fault of the fake itself answers as Vault's own internal errors do.
+      status = e instanceof VaultHttpError ? e.status : 500;
+      body = { errors: e instanceof VaultHttpError ? e.errors : [`internal error: ${(e as Error).message}`] };
+    }
+    this.requests.push({
+      method,
+      path,
+      query: url.search,
+      namespace,
+      hasToken: token !== undefined,
+      userAgent: String(req.headers['user-agent'] ?? ''),
+      status,
+    });
+    if (status === 204) {
+      res.writeHead(204).end();
+      return;
+    }
+    res.writeHead(status, headers).end(JSON.stringify(body));
+  }
+
+  #route(
+    method: string,
+    path: string,
+    query: URLSearchParams,
+    namespace: string,
+    tokenText: string | undefined,
+    input: Record<string, unknown>,
+  ): { status?: number; body: unknown } {
+    const write = method === 'POST' || method === 'PUT';
+    const login = /^auth\/(.+)\/login$/.exec(path);
+    if (login && write && login[1] !== 'token') return { body: this.#login(namespace, login[1]!, input) };
+    if (path === 'sys/health') return { body: { initialized: true, sealed: false, standby: false } };
+
+    const token = this.#validToken(tokenText, namespace);
+    const allow = (p: string, capability: Capability): void => {
+      if (!this.#allowed(token, p, capability)) throw denied();
+    };
+
+    if (path === 'auth/token/lookup-self' && method === 'GET') {
+      allow(path, 'read');
+      return { body: envelope({ data: this.#tokenData(token) }) };
+    }
+    if (path === 'auth/token/renew-self' && write) {
+      allow(path, 'update');
+      return this.#renewToken(token, input);
+    }
+    if (path === 'sys/leases/renew' && write) {
+      allow(path, 'update');
+      return this.#renewLease(input);
+    }
+    if (path === 'sys/leases/lookup' && write) {
+      allow(path, 'update');
+      const lease = this.#liveLease(String(input.lease_id ?? ''));
+      if (!lease) throw new VaultHttpError(400, ['invalid lease']);
+      const now = this.clock.now();
+      return {
+        body: envelope({
+          data: {
+            id: lease.id,
+            issue_time: iso(lease.issuedAt),
+            expire_time: iso(lease.expiresAt),
+            last_renewal: lease.lastRenewal === undefined ? null : iso(lease.lastRenewal),
+            renewable: lease.renewable,
+            ttl: Math.floor((lease.expiresAt - now) / 1000),
+          },
+        }),
+      };
+    }
+    const ui = /^sys\/internal\/ui\/mounts\/(.+)$/.exec(path);
+    if (ui && method === 'GET') return { body: this.#mountInfo(token, namespace, ui[1]!) };
+
+    if (method !== 'GET') throw new VaultHttpError(405, ['1 error occurred:\n\t* unsupported operation\n\n']);
+    allow(path, 'read');
+    const found = this.#findMount(namespace, path);
+    if (!found) throw notFound();
+    const [mountPath, mount] = found;
+    const rest = path.slice(mountPath.length - (namespace ? namespace.length + 1 : 0));
+    switch (mount.type) {
+      case 'kv':
+        return mount.version === 1 ? this.#readKv1(mount, rest) : this.#readKv2(mount, rest, query);
+      case 'database':
+        return this.#issueCreds(mount, path, rest, token);
+    }
+  }
+
+  #readKv1(mount: Extract<Mount, { version: 1 }>, key: string): { body: unknown } {
+    const data = mount.entries.get(key);
+    if (!data) throw notFound();
+    return { body: envelope({ data: structuredClone(data), lease_duration: KV1_TTL_SEC }) };
+  }
+
+  #readKv2(
+    mount: Extract<Mount, { version: 2 }>,
+    rest: string,
+    query: URLSearchParams,
+  ): { status?: number; body: unknown } {
+    if (!rest.startsWith('data/')) throw notFound();
+    const versions = mount.entries.get(rest.slice(5));
+    if (!versions) throw notFound();
+    const asked = Number(query.get('version') ?? '0');
+    const number = asked > 0 ? asked : versions.length;
+    const version = versions[number - 1];
+    if (!version) throw notFound();
+    const metadata = {
+      created_time: iso(version.createdAt),
+      custom_metadata: null,
+      deletion_time: version.deletedAt === undefined ? '' : iso(version.deletedAt),
+      destroyed: version.destroyed,
+      version: number,
+    };
+    const gone =
+      version.destroyed || (version.deletedAt !== undefined && version.deletedAt <= this.clock.now());
+    // The real plugin answers a deleted or destroyed version with its metadata and a 404.
+    if (gone) return { status: 404, body: envelope({ data: { data: null, metadata } }) };
+    return { body: envelope({ data: { data: structuredClone(version.data), metadata } }) };
+  }
+
+  #issueCreds(
+    mount: Extract<Mount, { type: 'database' }>,
+    path: string,
+    rest: string,
+    token: Token,
+  ): { body: unknown } {
+    const m = /^creds\/([^/]+)$/.exec(rest);
+    if (!m) throw notFound();
+    const role = mount.roles.get(m[1]!);
+    if (!role) throw new VaultHttpError(400, [`unknown role: ${m[1]}`]);
+    const now = this.clock.now();
+    const lease: Lease = {
+      id: `${path}/${randomBytes(12).toString('base64url')}`,
+      owner: token.token,
+      issuedAt: now,
+      durationSec: role.ttlSec,
+      renewable: role.renewable ?? true,
+      maxExpiresAt: now + role.maxTtlSec * 1000,
+      expiresAt: now + role.ttlSec * 1000,
+      lastRenewal: undefined,
+    };
+    this.#leases.set(lease.id, lease);
+    return {
+      body: envelope({
+        lease_id: lease.id,
+        lease_duration: role.ttlSec,
+        renewable: lease.renewable,
+        data: role.credentials(),
+      }),
+    };
+  }
+
+  #renewLease(input: Record<string, unknown>): { body: unknown } {
+    const lease = this.#liveLease(String(input.lease_id ?? ''));
+    if (!lease) throw new VaultHttpError(400, ['lease not found']);
+    if (!lease.renewable) throw new VaultHttpError(400, ['lease is not renewable']);
+    const now = this.clock.now();
+    const asked = seconds(input.increment) ?? lease.durationSec;
+    const left = Math.floor((lease.maxExpiresAt - now) / 1000);
+    const granted = Math.max(0, Math.min(asked, left));
+    lease.expiresAt = now + granted * 1000;
+    lease.lastRenewal = now;
+    return {
+      body: envelope({
+        lease_id: lease.id,
+        renewable: true,
+        lease_duration: granted,
+        warnings:
+          granted < asked
+            ? [
+                `TTL of "${asked}s" exceeded the effective max_ttl of "${left}s"; TTL value is capped accordingly`,
+              ]
+            : null,
+      }),
+    };
+  }
+
+  #renewToken(token: Token, input: Record<string, unknown>): { body: unknown } {
+    if (!token.renewable || token.expiresAt === undefined)
+      throw new VaultHttpError(400, ['lease is not renewable']);
+    const now = this.clock.now();
+    const asked = seconds(input.increment) ?? token.creationTtlSec;
+    const left = token.maxExpiresAt === undefined ? asked : Math.floor((token.maxExpiresAt - now) / 1000);
+    const granted = Math.max(0, Math.min(asked, left));
+    token.expiresAt = now + granted * 1000;
+    return {
+      body: envelope({
+        auth: this.#authBlock(token, granted),
+        warnings:
+          granted < asked
+            ? [
+                `TTL of "${asked}s" exceeded the effective max_ttl of "${left}s"; TTL value is capped accordingly`,
+              ]
+            : null,
+      }),
+    };
+  }
+
+  #login(namespace: string, mountPath: string, input: Record<string, unknown>): unknown {
+    const mount = this.#authMounts.get(join(namespace, mountPath));
+    if (!mount)
+      throw new VaultHttpError(400, [
+        `no handler for route "auth/${mountPath}/login". route entry not found.`,
+      ]);
+    let role: LoginRole;
+    switch (mount.type) {
+      case 'kubernetes': {
+        if (typeof input.role !== 'string' || input.role === '')
+          throw new VaultHttpError(400, ['missing role']);
+        if (typeof input.jwt !== 'string' || input.jwt === '') throw new VaultHttpError(400, ['missing jwt']);
+        const r = mount.roles.get(input.role);
+        if (!r) throw new VaultHttpError(400, [`invalid role name "${input.role}"`]);
+        if (r.jwt !== input.jwt) throw denied();
+        role = r;
+        break;
+      }
+      case 'jwt': {
+        const name = typeof input.role === 'string' && input.role !== '' ? input.role : mount.defaultRole;
+        if (!name) throw new VaultHttpError(400, ['missing role']);
+        const r = mount.roles.get(name);
+        if (!r) throw new VaultHttpError(400, [`role "${name}" could not be found`]);
+        if (r.jwt !== input.jwt)
+          throw new VaultHttpError(400, ['error validating token: invalid audience (aud) claim']);
+        role = r;
+        break;
+      }
+      case 'approle': {
+        const r = [...mount.roles.values()].find((x) => x.roleId === input.role_id);
+        if (!r || (r.secretId !== undefined && r.secretId !== input.secret_id))
+          throw new VaultHttpError(400, ['invalid role or secret ID']);
+        role = r;
+        break;
+      }
+    }
+    const token = this.#issue(namespace, `auth/${mountPath}/login`, {
+      policies: role.policies,
+      ttlSec: role.ttlSec,
+      maxTtlSec: role.maxTtlSec ?? 0,
+      renewable: role.renewable ?? true,
+    });
+    return { ...envelope({ auth: this.#authBlock(token, role.ttlSec) }), mount_type: mount.type };
+  }
+
+  #mountInfo(token: Token, namespace: string, path: string): unknown {
+    const found = this.#findMount(namespace, path);
+    if (!found) throw denied();
+    const [fullPath, mount] = found;
+    const relative = fullPath.slice(namespace ? namespace.length + 1 : 0);
+    // As the real endpoint: any capability on any path inside the mount lets the token see it.
+    const policies = this.#policiesOf(token);
+    const inside = policies.some((rules) =>
+      Object.keys(rules).some(
+        (glob) => glob.startsWith(relative) || relative.startsWith(glob.replace(/[*+].*$/, '')),
+      ),
+    );
+    if (!inside) throw denied();
+    return envelope({
+      data: {
+        accessor: `${mount.type}_${fullPath.length.toString(16)}a1b2c3`,
+        config: { default_lease_ttl: 0, force_no_cache: false, max_lease_ttl: 0 },
+        description: '',
+        external_entropy_access: false,
+        local: false,
+        options: mount.type === 'kv' ? { version: String(mount.version) } : null,
+        path: relative,
+        plugin_version: '',
+        running_plugin_version: '',
+        running_sha256: '',
+        seal_wrap: false,
+        type: mount.type,
+        uuid: randomUUID(),
+      },
+    });
+  }
+
+  // ---- state -------------------------------------------------------------------------------
+
+  #issue(namespace: string, path: string, role: Required<LoginRole>): Token {
+    const now = this.clock.now();
+    const token: Token = {
+      token: `hvs.${randomBytes(18).toString('base64url')}`,
+      accessor: randomBytes(12).toString('base64url'),
+      namespace,
+      policies: ['default', ...role.policies],
+      path,
+      issuedAt: now,
+      creationTtlSec: role.ttlSec,
+      renewable: role.renewable && role.ttlSec > 0,
+      expiresAt: role.ttlSec > 0 ? now + role.ttlSec * 1000 : undefined,
+      maxExpiresAt: role.ttlSec > 0 && role.maxTtlSec > 0 ? now + role.maxTtlSec * 1000 : undefined,
+    };
+    this.#tokens.set(token.token, token);
+    return token;
+  }
+
+  #validToken(text: string | undefined, namespace: string): Token {
+    const token = text === undefined ? undefined : this.#tokens.get(text);
+    if (!token || !this.#tokenAlive(token) || token.namespace !== namespace) throw denied();
+    return token;
+  }
+
+  #tokenAlive(token: Token): boolean {
+    return token.expiresAt === undefined || this.clock.now() < token.expiresAt;
+  }
+
+  #liveLease(id: string): Lease | undefined {
+    const lease = this.#leases.get(id);
+    if (!lease) return undefined;
+    const owner = this.#tokens.get(lease.owner);
+    // Vault revokes a lease when it ends, and with the token that created it.
+    if (this.clock.now() >= lease.expiresAt || !owner || !this.#tokenAlive(owner)) {
+      this.#leases.delete(id);
+      return undefined;
+    }
+    return lease;
+  }
+
+  #tokenData(token: Token): Record<string, unknown> {
+    const now = this.clock.now();
+    return {
+      accessor: token.accessor,
+      creation_time: Math.floor(token.issuedAt / 1000),
+      creation_ttl: token.creationTtlSec,
+      display_name: 'token',
+      entity_id: '',
+      expire_time: token.expiresAt === undefined ? null : iso(token.expiresAt),
+      explicit_max_ttl: 0,
+      id: token.token,
+      issue_time: iso(token.issuedAt),
+      meta: null,
+      num_uses: 0,
+      orphan: true,
+      path: token.path,
+      policies: token.policies,
+      renewable: token.renewable,
+      ttl: token.expiresAt === undefined ? 0 : Math.floor((token.expiresAt - now) / 1000),
+      type: 'service',
+    };
+  }
+
+  #authBlock(token: Token, leaseDuration: number): Record<string, unknown> {
+    return {
+      client_token: token.token,
+      accessor: token.accessor,
+      policies: token.policies,
+      token_policies: token.policies,
+      metadata: null,
+      lease_duration: leaseDuration,
+      renewable: token.renewable,
+      entity_id: '',
+      token_type: 'service',
+      orphan: true,
+      mfa_requirement: null,
+      num_uses: 0,
+    };
+  }
+
+  #policiesOf(token: Token): Record<string, Capability[]>[] {
+    return token.policies.map((name) =>
+      name === 'default' ? DEFAULT_POLICY : (this.#policies.get(name) ?? {}),
+    );
+  }
+
+  #allowed(token: Token, path: string, capability: Capability): boolean {
+    const relevant = capability === 'update' ? ['update', 'create'] : [capability];
+    return this.#policiesOf(token).some((rules) =>
+      Object.entries(rules).some(
+        ([glob, caps]) => globMatches(glob, path) && caps.some((c) => relevant.includes(c)),
+      ),
+    );
+  }
+
+  #findMount(namespace: string, path: string): [string, Mount] | undefined {
+    const full = `${join(namespace, path)}/`;
+    let best: [string, Mount] | undefined;
+    for (const [mountPath, mount] of this.#mounts) {
+      if (full.startsWith(mountPath) && (!best || mountPath.length > best[0].length))
+        best = [mountPath, mount];
+    }
+    return best;
+  }
+
+  #kvMount(path: string): [string, Extract<Mount, { type: 'kv' }>, string] {
+    for (const [mountPath, mount] of this.#mounts) {
+      if (path.startsWith(mountPath) && mount.type === 'kv')
+        return [mountPath, mount, path.slice(mountPath.length)];
+    }
+    throw new Error(`no KV mount for ${path}`);
+  }
+
+  #auth(mount: string, type: AuthMount['type']): AuthMount {
+    let m = this.#authMounts.get(mount);
+    if (!m) {
+      m =
+        type === 'kubernetes'
+          ? { type, roles: new Map() }
+          : type === 'jwt'
+            ? { type, roles: new Map(), defaultRole: undefined }
+            : { type, roles: new Map() };
+      this.#authMounts.set(mount, m);
+    }
+    if (m.type !== type) throw new Error(`auth/${mount} is a ${m.type} mount`);
+    return m;
+  }
+}
+
+function envelope(parts: {
+  data?: unknown;
+  auth?: unknown;
+  lease_id?: string;
+  renewable?: boolean;
+  lease_duration?: number;
+  warnings?: readonly string[] | null;
+}): Record<string, unknown> {
+  return {
+    request_id: randomUUID(),
+    lease_id: parts.lease_id ?? '',
+    renewable: parts.renewable ?? false,
+    lease_duration: parts.lease_duration ?? 0,
+    data: parts.data ?? null,
+    wrap_info: null,
+    warnings: parts.warnings ?? null,
+    auth: parts.auth ?? null,
+    mount_type: '',
+  };
+}
+
+function defaultFaultErrors(status: number, path: string): string[] {
+  if (status === 503) return ['Vault is sealed'];
+  if (status === 429) return [`request path "${path}": rate limit quota exceeded`];
+  return ['internal error'];
+}
+
+/** Vault's path globs: a trailing `*` matches any rest, `+` matches one segment. */
+function globMatches(glob: string, path: string): boolean {
+  const pattern = glob
+    .split('')
+    .map((c, i) =>
+      c === '*' && i === glob.length - 1
+        ? '.*'
+        : c === '+'
+          ? '[^/]+'
+          : c.replace(/[.?^${}()|[\]\\/*]/g, '\\$&'),
+    )
+    .join('');
+  return new RegExp(`^${pattern}$`).test(path);
+}
+
+/** Seconds from a number or a Go-style duration string ("90", "90s", "1h"). */
+function seconds(value: unknown): number | undefined {
+  if (typeof value === 'number') return value;
+  if (typeof value !== 'string' || value === '') return undefined;
+  const m = /^(\d+)(s|m|h)?$/.exec(value);
+  if (!m) return undefined;
+  return Number(m[1]) * (m[2] === 'h' ? 3600 : m[2] === 'm' ? 60 : 1);
+}
+
+function slash(path: string): string {
+  return path.endsWith('/') ? path : `${path}/`;
+}
+
+function join(namespace: string, path: string): string {
+  return namespace ? `${namespace}/${path}` : path;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}

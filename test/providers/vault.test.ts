@@ -1,0 +1,546 @@
+/**
+ * The Vault provider, through node-vault and the provider's transport, against the local fake Vault
+ * (test/fakes/vault.ts): reference forms, KV version detection, dynamic secrets, auth methods and
+ * error mapping. Token and lease renewal are in vault-session.test.ts; the built agent in
+ * vault-agent.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import type { SecretSpec } from '../../agent/contract/env.ts';
+import { parseReference, type VaultReference } from '../../agent/contract/reference.ts';
+import { renderFiles } from '../../agent/format/render-files.ts';
+import type { FetchOutcome, ProviderError, SecretValue } from '../../agent/providers/provider.ts';
+import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault.ts';
+import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import { FakeVault } from '../fakes/vault.ts';
+
+let vault: FakeVault;
+let files: string;
+const open: VaultProvider[] = [];
+const db = { username: 'app', password: canary('db-password'), port: 5432 };
+const legacy = { api_key: canary('kv1-api-key') };
+const saJwt = canary('sa-jwt');
+const otherJwt = canary('other-jwt');
+const secretId = canary('approle-secret-id');
+let rootToken: string;
+
+function provider(env: Record<string, string>): VaultProvider {
+  const p = openVaultProvider(
+    { pod: { namespace: 'shop', name: 'web-1' }, agentVersion: '9.9.9' },
+    { env: { VAULT_ADDR: vault.addr, ...env }, clock: vault.clock },
+  );
+  open.push(p);
+  return p;
+}
+
+function ref(text: string): VaultReference {
+  return parseReference(text, 'SECRET_0_REF') as VaultReference;
+}
+
+async function fetchAll(p: VaultProvider, ...texts: string[]): Promise<FetchOutcome[]> {
+  return p.fetch(texts.map(ref), { signal: AbortSignal.timeout(10_000) });
+}
+
+async function value(p: VaultProvider, text: string): Promise<SecretValue> {
+  const [outcome] = await fetchAll(p, text);
+  assert.ok(outcome!.ok, outcome!.ok ? '' : `${outcome!.error.reason}: ${outcome!.error.message}`);
+  return outcome!.value;
+}
+
+async function failure(p: VaultProvider, text: string): Promise<ProviderError> {
+  const [outcome] = await fetchAll(p, text);
+  assert.ok(!outcome!.ok, 'expected a failure');
+  const error = outcome!.error;
+  assertNoCanary(`${error.message} ${error.fix}`, 'a provider error');
+  return error;
+}
+
+const json = (v: SecretValue): unknown => JSON.parse(Buffer.from(v.bytes).toString('utf8'));
+
+function file(name: string, content: string): string {
+  const path = join(files, name);
+  writeFileSync(path, content);
+  return path;
+}
+
+function spec(text: string, format: SecretSpec['format'] = 'raw'): SecretSpec {
+  return { id: 'SECRET_0', ref: ref(text), filename: 'out', format, mode: 0o400, refreshIntervalMs: 60_000 };
+}
+
+before(async () => {
+  vault = await FakeVault.start();
+  files = mkdtempSync(join(tmpdir(), 'vault-test-'));
+  vault.mountKv('secret', 2);
+  vault.mountKv('kv1', 1);
+  vault.mountKv('team/kv', 2);
+  vault.mountDatabase('database');
+  vault.databaseRole('database', 'app', {
+    ttlSec: 3600,
+    maxTtlSec: 86_400,
+    credentials: () => ({ username: 'v-app-x1', password: canary('dynamic-password') }),
+  });
+  vault.putKv('secret/app', { ...db, password: canary('old-password') });
+  vault.putKv('secret/app', db);
+  vault.putKv('team/kv/nested/deep', { token: canary('deep') });
+  vault.putKv('kv1/legacy', legacy);
+  vault.policy('app-read', {
+    'secret/data/app': ['read'],
+    'kv1/legacy': ['read'],
+    'database/creds/app': ['read'],
+  });
+  vault.policy('all', { '*': ['read', 'update'] });
+  vault.kubernetesRole('k8s-prod', 'web', { jwt: saJwt, policies: ['app-read'], ttlSec: 600 });
+  vault.jwtRole('jwt', 'web', { jwt: saJwt, policies: ['app-read'], ttlSec: 600 }, true);
+  vault.appRole('approle', 'web', { roleId: 'role-1234', secretId, policies: ['app-read'], ttlSec: 600 });
+  rootToken = vault.createToken({ policies: ['all'] });
+});
+
+after(async () => {
+  for (const p of open) p.close?.();
+  await vault.stop();
+  rmSync(files, { recursive: true, force: true });
+});
+
+beforeEach(() => vault.reset());
+
+describe('Vault references', () => {
+  it('reads a KV v2 secret: the bytes are the JSON of data.data, the version is metadata.version', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:secret/data/app');
+    assert.deepEqual(json(v), db);
+    assert.equal(v.version, '2');
+    assert.equal(vault.count('GET', 'secret/data/app'), 1);
+  });
+
+  it('gives #key, split and dotenv the secret as a JSON object (through the agent’s formatter)', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:secret/data/app#password');
+    const [one] = renderFiles(spec('vault:secret/data/app#password'), v.bytes);
+    assert.equal(Buffer.from(one!.bytes).toString(), db.password);
+    const split = renderFiles(spec('vault:secret/data/app', 'split'), v.bytes);
+    assert.deepEqual(
+      split.map((f) => [f.path, Buffer.from(f.bytes).toString()]),
+      [
+        ['out/username', 'app'],
+        ['out/password', db.password],
+        ['out/port', '5432'],
+      ],
+    );
+  });
+
+  it('reads an explicit KV v2 version with ?version=N', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:secret/data/app?version=1');
+    assert.equal(v.version, '1');
+    assert.notEqual((json(v) as { password: string }).password, db.password);
+    assert.equal(vault.requests.find((r) => r.path === 'secret/data/app')!.query, '?version=1');
+  });
+
+  it('inserts data/ into a KV v2 path written like `vault kv get` (secret/app), after detecting the mount once', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const [a, b] = await fetchAll(p, 'vault:secret/app#password', 'vault:secret/app?version=1');
+    assert.ok(a?.ok && b?.ok);
+    assert.deepEqual(json(a.value), db);
+    assert.equal(b.value.version, '1');
+    assert.equal(vault.count('GET', 'secret/data/app'), 2);
+    // Two concurrent reads may both ask; a later read of the same mount never does.
+    const asked = vault.requests.filter((r) => r.path.startsWith('sys/internal/ui/mounts/')).length;
+    assert.ok(asked >= 1 && asked <= 2);
+    await value(p, 'vault:secret/data/app');
+    assert.equal(vault.requests.filter((r) => r.path.startsWith('sys/internal/ui/mounts/')).length, asked);
+  });
+
+  it('finds a KV v2 mount nested below the first segment (team/kv)', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:team/kv/nested/deep#token');
+    assert.equal(vault.count('GET', 'team/kv/data/nested/deep'), 1);
+    assert.equal(v.version, '1');
+  });
+
+  it('reads KV v1: the value is data, the version a content hash', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:kv1/legacy');
+    assert.deepEqual(json(v), legacy);
+    assert.match(v.version, /^[0-9a-f]{16}$/);
+    assert.equal(vault.count('GET', 'kv1/legacy'), 1);
+    const again = await value(p, 'vault:kv1/legacy');
+    assert.equal(again.version, v.version);
+  });
+
+  it('VAULT_KV_VERSION=1 reads paths as written, without asking for the mount', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken, VAULT_KV_VERSION: '1' });
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+    assert.equal(vault.requests.filter((r) => r.path.startsWith('sys/')).length, 0);
+  });
+
+  it('VAULT_KV_VERSION=2 treats the first segment as the mount, without asking', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken, VAULT_KV_VERSION: '2' });
+    assert.deepEqual(json(await value(p, 'vault:secret/app')), db);
+    assert.equal(vault.count('GET', 'secret/data/app'), 1);
+    assert.equal(vault.requests.filter((r) => r.path.startsWith('sys/')).length, 0);
+  });
+
+  it('refuses ?version= on a path that is not KV v2', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const error = await failure(p, 'vault:kv1/legacy?version=2');
+    assert.equal(error.reason, 'invalid');
+    assert.equal(error.transient, false);
+    assert.match(error.message, /KV v2/);
+  });
+
+  it('reads dynamic database credentials: the version is the lease id, and the lease is tracked', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const v = await value(p, 'vault:database/creds/app');
+    const creds = json(v) as { username: string; password: string };
+    assert.equal(creds.username, 'v-app-x1');
+    assert.match(v.version, /^database\/creds\/app\//);
+    const [lease] = p.session.leases.deadlines();
+    assert.equal(lease!.ref, 'vault:database/creds/app');
+    assert.equal(lease!.leaseId, v.version);
+    assert.equal(lease!.expiresAt, vault.clock.now() + 3600_000);
+    assert.equal(lease!.mustRefetch, false);
+    assert.equal(vault.leaseTtl(v.version), 3600);
+  });
+
+  it('answers a deleted KV v2 version as `deleted`, like the real 404 with metadata', async () => {
+    vault.putKv('secret/gone', { x: canary('gone') });
+    vault.putKv('secret/gone', { x: canary('gone-2') });
+    vault.deleteKvVersion('secret/gone', 2);
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const error = await failure(p, 'vault:secret/data/gone');
+    assert.equal(error.reason, 'deleted');
+    assert.match(error.fix, /undelete/);
+    assert.equal((await value(p, 'vault:secret/data/gone?version=1')).version, '1');
+  });
+});
+
+describe('Vault errors', () => {
+  it('maps 404 {"errors":[]} to not-found, permanent', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    const error = await failure(p, 'vault:secret/data/missing');
+    assert.equal(error.reason, 'not-found');
+    assert.equal(error.transient, false);
+    assert.match(error.message, /secret\/data\/missing/);
+  });
+
+  it('maps 403 permission denied to permission-denied, with the policy fix, never the token', async () => {
+    const weak = vault.createToken({ policies: ['app-read'] });
+    vault.putKv('secret/other', { x: canary('other') });
+    const p = provider({ VAULT_TOKEN: weak });
+    const error = await failure(p, 'vault:secret/data/other');
+    assert.equal(error.reason, 'permission-denied');
+    assert.equal(error.transient, false);
+    assert.match(error.message, /permission denied/);
+    assert.match(error.fix, /read.*secret\/data\/other/);
+    assert.ok(!`${error.message}${error.fix}`.includes(weak), 'the token leaked into an error');
+    // The token itself is fine (lookup-self answers), so it is kept: a denied path costs no new token.
+    assert.equal(vault.count('GET', 'auth/token/lookup-self'), 1);
+    await failure(p, 'vault:secret/data/other');
+    assert.equal(vault.requests.filter((r) => r.path.startsWith('auth/') && r.status !== 200).length, 0);
+  });
+
+  it('maps 429 to throttled and 503 to unavailable, transient, honouring Retry-After', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken, VAULT_KV_VERSION: '2' });
+    vault.fail({ status: 429, retryAfterSec: 7, path: 'secret/' });
+    const throttled = await failure(p, 'vault:secret/data/app');
+    assert.equal(throttled.reason, 'throttled');
+    assert.equal(throttled.transient, true);
+    assert.equal(throttled.retryAfterMs, 7000);
+    assert.match(throttled.message, /rate limit quota exceeded/);
+    vault.fail({ status: 503, path: 'secret/' });
+    const sealed = await failure(p, 'vault:secret/data/app');
+    assert.equal(sealed.reason, 'unavailable');
+    assert.equal(sealed.transient, true);
+    assert.match(sealed.message, /Vault is sealed/);
+    vault.fail({ status: 500, path: 'secret/' });
+    assert.equal((await failure(p, 'vault:secret/data/app')).reason, 'unavailable');
+    assert.deepEqual(json(await value(p, 'vault:secret/data/app')), db);
+  });
+
+  it('maps a refused connection to a transient unavailable', async () => {
+    const p = openVaultProvider(
+      { pod: {}, agentVersion: '9.9.9' },
+      { env: { VAULT_ADDR: 'http://127.0.0.1:1', VAULT_TOKEN: rootToken }, clock: vault.clock },
+    );
+    open.push(p);
+    const error = await failure(p, 'vault:secret/data/app');
+    assert.equal(error.reason, 'unavailable');
+    assert.equal(error.transient, true);
+  });
+
+  it('refuses VAULT_SKIP_VERIFY for a non-loopback address and unusable settings, naming the variable', () => {
+    const bad = (env: Record<string, string>, field: RegExp) => {
+      assert.throws(
+        () => openVaultProvider({ pod: {}, agentVersion: '9' }, { env }),
+        (e: ProviderError) => e.reason === 'invalid' && !e.transient && field.test(e.message),
+      );
+    };
+    bad(
+      { VAULT_ADDR: 'https://vault.example.com', VAULT_SKIP_VERIFY: 'true', VAULT_TOKEN: 't' },
+      /VAULT_SKIP_VERIFY/,
+    );
+    bad({ VAULT_ADDR: 'ftp://vault', VAULT_TOKEN: 't' }, /VAULT_ADDR/);
+    bad({ VAULT_ADDR: 'http://127.0.0.1:8200' }, /VAULT_TOKEN/);
+    bad({ VAULT_ADDR: 'http://127.0.0.1:8200', VAULT_AUTH_METHOD: 'kubernetes' }, /VAULT_ROLE/);
+    bad({ VAULT_ADDR: 'http://127.0.0.1:8200', VAULT_TOKEN: 't', VAULT_KV_VERSION: '3' }, /VAULT_KV_VERSION/);
+    bad({ VAULT_ADDR: 'http://127.0.0.1:8200', VAULT_AUTH_METHOD: 'ldap' }, /VAULT_AUTH_METHOD/);
+    // Loopback may skip verification (local runs against a dev server).
+    openVaultProvider(
+      { pod: {}, agentVersion: '9' },
+      { env: { VAULT_ADDR: 'https://127.0.0.1:8200', VAULT_SKIP_VERIFY: 'true', VAULT_TOKEN: 't' } },
+    ).close?.();
+  });
+});
+
+describe('Vault auth and identity', () => {
+  it('logs in with Kubernetes auth at a custom mount (never auth//login), then reads with the issued token', async () => {
+    const jwtFile = file('sa-token', `${saJwt}\n`);
+    const p = provider({ VAULT_ROLE: 'web', VAULT_AUTH_MOUNT: 'k8s-prod', VAULT_SA_TOKEN_FILE: jwtFile });
+    assert.deepEqual(json(await value(p, 'vault:secret/data/app')), db);
+    assert.equal(vault.count('POST', 'auth/k8s-prod/login'), 1);
+    assert.equal(vault.requests.filter((r) => r.path.includes('//')).length, 0);
+    const login = vault.requests.find((r) => r.path === 'auth/k8s-prod/login')!;
+    assert.equal(login.hasToken, false, 'a login carries no token');
+    assert.ok(vault.requests.filter((r) => r.path !== 'auth/k8s-prod/login').every((r) => r.hasToken));
+    // One login serves later fetches.
+    await value(p, 'vault:kv1/legacy');
+    assert.equal(vault.count('POST', 'auth/k8s-prod/login'), 1);
+  });
+
+  it('reports a refused Kubernetes login as auth, naming method, mount and role, never the JWT', async () => {
+    const p = provider({
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_AUTH_MOUNT: 'k8s-prod',
+      VAULT_SA_TOKEN_FILE: file('wrong', otherJwt),
+    });
+    const error = await failure(p, 'vault:secret/data/app');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(error.message, /kubernetes auth at auth\/k8s-prod as role "web"/);
+    assert.match(error.fix, /bound_service_account/);
+    const missing = provider({
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: join(files, 'nope'),
+    });
+    const noFile = await failure(missing, 'vault:secret/data/app');
+    assert.equal(noFile.reason, 'auth');
+    assert.match(noFile.message, /VAULT_SA_TOKEN_FILE=.*nope \(ENOENT\)/);
+  });
+
+  it('logs in again after a 403 only when the token itself is dead, not for a path the policy lacks', async () => {
+    vault.putKv('secret/forbidden', { x: canary('forbidden') });
+    const p = provider({
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_MOUNT: 'k8s-prod',
+      VAULT_SA_TOKEN_FILE: file('sa-relogin', saJwt),
+    });
+    await value(p, 'vault:kv1/legacy');
+    assert.equal((await failure(p, 'vault:secret/data/forbidden')).reason, 'permission-denied');
+    await value(p, 'vault:kv1/legacy');
+    assert.equal(vault.count('POST', 'auth/k8s-prod/login'), 1, 'a denied path keeps the token');
+    vault.revokeLogins('k8s-prod');
+    assert.equal((await failure(p, 'vault:kv1/legacy')).reason, 'permission-denied');
+    await value(p, 'vault:kv1/legacy');
+    assert.equal(
+      vault.count('POST', 'auth/k8s-prod/login'),
+      2,
+      'a revoked token is replaced on the next fetch',
+    );
+  });
+
+  it('defaults to Kubernetes auth when VAULT_ROLE is set and the service-account token exists', async () => {
+    const p = provider({
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_MOUNT: 'k8s-prod',
+      VAULT_SA_TOKEN_FILE: file('sa-default', saJwt),
+    });
+    await value(p, 'vault:kv1/legacy');
+    assert.equal(vault.count('POST', 'auth/k8s-prod/login'), 1);
+  });
+
+  it('logs in with JWT auth (default role when VAULT_ROLE is unset)', async () => {
+    const p = provider({ VAULT_AUTH_METHOD: 'jwt', VAULT_JWT_FILE: file('jwt', saJwt) });
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+    assert.equal(vault.count('POST', 'auth/jwt/login'), 1);
+    const bad = provider({
+      VAULT_AUTH_METHOD: 'jwt',
+      VAULT_ROLE: 'web',
+      VAULT_JWT_FILE: file('jwt-bad', otherJwt),
+    });
+    const error = await failure(bad, 'vault:kv1/legacy');
+    assert.equal(error.reason, 'auth');
+    assert.match(error.message, /error validating token/);
+  });
+
+  it('logs in with AppRole from VAULT_SECRET_ID and from VAULT_SECRET_ID_FILE, never echoing the secret id', async () => {
+    const fromEnv = provider({
+      VAULT_AUTH_METHOD: 'approle',
+      VAULT_ROLE_ID: 'role-1234',
+      VAULT_SECRET_ID: secretId,
+    });
+    assert.deepEqual(json(await value(fromEnv, 'vault:kv1/legacy')), legacy);
+    const fromFile = provider({
+      VAULT_AUTH_METHOD: 'approle',
+      VAULT_ROLE_ID: 'role-1234',
+      VAULT_SECRET_ID_FILE: file('sid', secretId),
+    });
+    assert.deepEqual(json(await value(fromFile, 'vault:kv1/legacy')), legacy);
+    assert.equal(vault.count('POST', 'auth/approle/login'), 2);
+    const wrong = provider({
+      VAULT_AUTH_METHOD: 'approle',
+      VAULT_ROLE_ID: 'role-1234',
+      VAULT_SECRET_ID: canary('wrong-sid'),
+    });
+    const error = await failure(wrong, 'vault:kv1/legacy');
+    assert.equal(error.reason, 'auth');
+    assert.match(error.message, /invalid role or secret ID/);
+  });
+
+  it('uses a static token from VAULT_TOKEN_FILE, and reads the file again after a 403', async () => {
+    const token = vault.createToken({ policies: ['app-read'] });
+    const tokenFile = file('vault-token', `${token}\n`);
+    const p = provider({ VAULT_TOKEN_FILE: tokenFile });
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+    assert.equal(
+      vault.requests.filter((r) => r.path.startsWith('auth/')).length,
+      0,
+      'no login, no lookup on the init path',
+    );
+    vault.revokeToken(token);
+    assert.equal((await failure(p, 'vault:kv1/legacy')).reason, 'permission-denied');
+    // Whoever writes the file (a Vault Agent, an operator) puts a new token there.
+    writeFileSync(tokenFile, vault.createToken({ policies: ['app-read'] }));
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+  });
+
+  it('sends X-Vault-Namespace on logins and reads; a namespaced mount is read through it', async () => {
+    const ns = 'team-a';
+    vault.mountKv(`${ns}/secret`, 2);
+    const nsValue = { key: canary('namespaced') };
+    vault.putKv(`${ns}/secret/app`, nsValue);
+    vault.kubernetesRole(`${ns}/kubernetes`, 'web', { jwt: saJwt, policies: ['app-read'], ttlSec: 600 });
+    const p = provider({
+      VAULT_NAMESPACE: ns,
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-ns', saJwt),
+    });
+    assert.deepEqual(json(await value(p, 'vault:secret/app')), nsValue);
+    assert.ok(vault.requests.length >= 3);
+    assert.ok(
+      vault.requests.every((r) => r.namespace === ns),
+      'every request carries the namespace',
+    );
+    // A root-namespace token sent with the header is refused: the header reaches Vault and matters.
+    const elsewhere = provider({ VAULT_TOKEN: rootToken, VAULT_NAMESPACE: ns, VAULT_KV_VERSION: '2' });
+    assert.equal((await failure(elsewhere, 'vault:secret/app')).reason, 'permission-denied');
+  });
+
+  it('sends a User-Agent naming the agent version and the pod', async () => {
+    const p = provider({ VAULT_TOKEN: rootToken });
+    await value(p, 'vault:kv1/legacy');
+    assert.ok(vault.requests.length > 0);
+    for (const r of vault.requests) assert.equal(r.userAgent, 'secret-agent/9.9.9 (pod shop/web-1)');
+  });
+});
+
+describe('Vault over TLS', () => {
+  let tls: FakeVault;
+  let caFile: string;
+  let token: string;
+  const value1 = { v: canary('tls') };
+
+  before(async () => {
+    const keyFile = join(files, 'tls-key.pem');
+    caFile = join(files, 'tls-cert.pem');
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        keyFile,
+        '-out',
+        caFile,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=vault.internal',
+        '-addext',
+        'subjectAltName=DNS:vault.internal',
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(made.status, 0, `openssl is needed to make the test certificate: ${made.stderr}`);
+    tls = await FakeVault.start({
+      tls: { cert: readFileSync(caFile, 'utf8'), key: readFileSync(keyFile, 'utf8') },
+    });
+    tls.mountKv('kv', 1);
+    tls.putKv('kv/tls', value1);
+    token = tls.createToken({ policies: ['reader'] });
+    tls.policy('reader', { 'kv/*': ['read'] });
+  });
+  after(async () => {
+    await tls?.stop();
+  });
+
+  const over = (env: Record<string, string>): VaultProvider => {
+    const p = openVaultProvider(
+      { pod: {}, agentVersion: '9' },
+      { env: { VAULT_ADDR: tls.addr, VAULT_TOKEN: token, VAULT_KV_VERSION: '1', ...env } },
+    );
+    open.push(p);
+    return p;
+  };
+
+  it('verifies Vault with VAULT_CACERT and VAULT_TLS_SERVER_NAME', async () => {
+    assert.deepEqual(
+      json(
+        await value(over({ VAULT_CACERT: caFile, VAULT_TLS_SERVER_NAME: 'vault.internal' }), 'vault:kv/tls'),
+      ),
+      value1,
+    );
+  });
+
+  it('refuses an unverified certificate as a permanent configuration error naming VAULT_CACERT', async () => {
+    const noCa = await failure(over({}), 'vault:kv/tls');
+    assert.equal(noCa.reason, 'invalid');
+    assert.equal(noCa.transient, false);
+    assert.match(noCa.message, /TLS: DEPTH_ZERO_SELF_SIGNED_CERT/);
+    assert.match(noCa.fix, /VAULT_CACERT/);
+    const wrongName = await failure(over({ VAULT_CACERT: caFile }), 'vault:kv/tls');
+    assert.match(wrongName.message, /TLS: ERR_TLS_CERT_ALTNAME_INVALID/);
+  });
+
+  it('skips verification for a loopback address when VAULT_SKIP_VERIFY=true', async () => {
+    assert.deepEqual(json(await value(over({ VAULT_SKIP_VERIFY: 'true' }), 'vault:kv/tls')), value1);
+    // node-vault on its own reads any non-empty VAULT_SKIP_VERIFY in process.env, "false" included, as true.
+    process.env.VAULT_SKIP_VERIFY = 'false';
+    try {
+      const strict = await failure(over({ VAULT_SKIP_VERIFY: 'false' }), 'vault:kv/tls');
+      assert.equal(strict.reason, 'invalid');
+    } finally {
+      delete process.env.VAULT_SKIP_VERIFY;
+    }
+  });
+});
+
+describe('Vault documentation', () => {
+  it('docs/vault.md lists exactly the variables the provider reads', () => {
+    const doc = readFileSync(new URL('../../docs/vault.md', import.meta.url), 'utf8');
+    const documented = [...doc.matchAll(/^\| `(VAULT_[A-Z_]+)`/gm)].map((m) => m[1]);
+    assert.deepEqual(documented.sort(), VAULT_ENV.map((v) => v.name).sort());
+  });
+});
