@@ -3,8 +3,13 @@
  * `npm run docs` rewrites the README between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`;
  * test/docs.test.ts fails when they differ.
  */
+import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
+import { VAULT_ENV } from '../agent/providers/vault/config.ts';
+import { renderAnnotationTable } from '../webhook/annotations.ts';
+import { renderWebhookEnvTable } from '../webhook/config.ts';
+import { createWebhookMetrics } from '../webhook/metrics.ts';
 
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 const code = (text: string) => `\`${text}\``;
@@ -41,12 +46,35 @@ export const README_TABLES: Record<string, () => string> = {
       ['Variable', 'Meaning'],
       CLIENT_ENV.map((v) => [code(v.name), v.doc]),
     ),
+  'vault-env': () =>
+    table(
+      ['Variable', 'Default', 'Meaning'],
+      VAULT_ENV.map((v) => [code(v.name), v.default === '' ? '' : code(v.default), v.doc]),
+    ),
+  'webhook-metrics': () => metricsTable(createWebhookMetrics().registry),
+  annotations: () => renderAnnotationTable().trimEnd(),
+  'webhook-env': () => renderWebhookEnvTable().trimEnd(),
   references: () =>
     `${table(
       ['Provider', 'Form', 'Meaning'],
       REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
     )}\n\n${KEY_SUFFIX_DOC}`,
 };
+
+function metricsTable(registry: Registry): string {
+  return table(
+    ['Metric', 'Type', 'Labels', 'Meaning'],
+    registry.getMetricsAsArray().map((m) => {
+      const { name, help, type, labelNames } = m as unknown as {
+        name: string;
+        help: string;
+        type: string;
+        labelNames: string[];
+      };
+      return [code(name), type, labelNames.join(', '), help];
+    }),
+  );
+}
 
 const BLOCK = /<!-- generated:([a-z-]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g;
 

@@ -1,0 +1,244 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MutatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import { Secret } from 'kubernetes-models/v1';
+import { issueCertificateAuthority, issueServingCertificate } from '../../webhook/tls/issue-certificates.ts';
+import { applyPatch, type Operation } from '../webhook/json-patch.ts';
+
+/**
+ * A local HTTPS stand-in for the few Kubernetes API endpoints self-managed TLS uses, speaking the
+ * real API's shapes: objects with metadata.resourceVersion, optimistic concurrency on PUT (409
+ * Conflict), 409 AlreadyExists on POST, 404 NotFound, metav1.Status error bodies, bearer-token
+ * auth, JSON Patch on MutatingWebhookConfigurations. Objects it stores are validated with
+ * kubernetes-models, as the API server validates them.
+ */
+
+type KubeObject = Record<string, unknown> & { metadata: Record<string, unknown> };
+
+export interface FakeKubernetesApi {
+  readonly baseUrl: string;
+  /** PEM of the CA that signed the fake's serving certificate. */
+  readonly ca: string;
+  readonly token: string;
+  /** Every request, in order, as "METHOD path". */
+  readonly log: string[];
+  secret(namespace: string, name: string): KubeObject | undefined;
+  webhookConfiguration(name: string): KubeObject | undefined;
+  putWebhookConfiguration(object: KubeObject): void;
+  /** Holds the next `count` Secret GET responses until all of them have arrived, so callers race. */
+  holdSecretReads(count: number): void;
+  close(): Promise<void>;
+}
+
+function status(
+  res: ServerResponse,
+  code: number,
+  reason: string,
+  message: string,
+  details?: Record<string, unknown>,
+): void {
+  const body = JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  });
+  res.writeHead(code, { 'content-type': 'application/json' });
+  res.end(body);
+}
+
+function send(res: ServerResponse, code: number, object: unknown): void {
+  res.writeHead(code, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(object));
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
+  const now = new Date();
+  const ca = await issueCertificateAuthority('fake kubernetes CA', now, 86_400_000);
+  const serving = await issueServingCertificate(ca, ['kubernetes.default.svc'], now, 86_400_000, [
+    '127.0.0.1',
+  ]);
+  const token = `fake-token-${randomUUID()}`;
+  const secrets = new Map<string, KubeObject>();
+  const configs = new Map<string, KubeObject>();
+  const log: string[] = [];
+  let resourceVersion = 1000;
+  let held: { count: number; waiting: (() => void)[] } | undefined;
+  const nextVersion = () => String(++resourceVersion);
+
+  const stamp = (object: KubeObject, namespace?: string): KubeObject => ({
+    ...object,
+    metadata: {
+      ...object.metadata,
+      ...(namespace ? { namespace } : {}),
+      uid: (object.metadata.uid as string | undefined) ?? randomUUID(),
+      creationTimestamp:
+        (object.metadata.creationTimestamp as string | undefined) ??
+        new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      resourceVersion: nextVersion(),
+    },
+  });
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'https://fake');
+    const method = req.method ?? 'GET';
+    log.push(`${method} ${url.pathname}`);
+    if (req.headers.authorization !== `Bearer ${token}`)
+      return status(res, 401, 'Unauthorized', 'Unauthorized');
+    const body = await readBody(req);
+
+    let m = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
+    if (m) {
+      const [, namespace, name] = m as unknown as [string, string, string | undefined];
+      const key = (n: string) => `${namespace}/${n}`;
+      const notFound = (n: string) =>
+        status(res, 404, 'NotFound', `secrets "${n}" not found`, { name: n, kind: 'secrets' });
+      if (method === 'GET' && name) {
+        if (held && held.count > 0) {
+          const gate = held;
+          gate.count--;
+          await new Promise<void>((resolve) => {
+            gate.waiting.push(resolve);
+            if (gate.count === 0) for (const w of gate.waiting) w();
+          });
+        }
+        const found = secrets.get(key(name));
+        return found ? send(res, 200, found) : notFound(name);
+      }
+      if (method === 'POST' && !name) {
+        const object = JSON.parse(body) as KubeObject;
+        const n = object.metadata?.name as string;
+        new Secret(object as never).validate();
+        if (secrets.has(key(n)))
+          return status(res, 409, 'AlreadyExists', `secrets "${n}" already exists`, {
+            name: n,
+            kind: 'secrets',
+          });
+        const stored = stamp(object, namespace);
+        secrets.set(key(n), stored);
+        return send(res, 201, stored);
+      }
+      if (method === 'PUT' && name) {
+        const object = JSON.parse(body) as KubeObject;
+        new Secret(object as never).validate();
+        const current = secrets.get(key(name));
+        if (!current) return notFound(name);
+        const sent = object.metadata?.resourceVersion;
+        // An update without resourceVersion is unconditional, as in the real API.
+        if (sent !== undefined && sent !== '' && sent !== current.metadata.resourceVersion)
+          return status(
+            res,
+            409,
+            'Conflict',
+            `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+            { name, kind: 'secrets' },
+          );
+        const stored = stamp(
+          {
+            ...object,
+            metadata: {
+              ...object.metadata,
+              uid: current.metadata.uid,
+              creationTimestamp: current.metadata.creationTimestamp,
+            },
+          },
+          namespace,
+        );
+        secrets.set(key(name), stored);
+        return send(res, 200, stored);
+      }
+      return status(
+        res,
+        405,
+        'MethodNotAllowed',
+        'the server does not allow this method on the requested resource',
+      );
+    }
+
+    m = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/.exec(
+      url.pathname,
+    );
+    if (m) {
+      const name = m[1]!;
+      const current = configs.get(name);
+      const details = { name, group: 'admissionregistration.k8s.io', kind: 'mutatingwebhookconfigurations' };
+      if (!current)
+        return status(
+          res,
+          404,
+          'NotFound',
+          `mutatingwebhookconfigurations.admissionregistration.k8s.io "${name}" not found`,
+          details,
+        );
+      if (method === 'GET') return send(res, 200, current);
+      if (method === 'PATCH') {
+        if (req.headers['content-type'] !== 'application/json-patch+json')
+          return status(
+            res,
+            415,
+            'UnsupportedMediaType',
+            `the media type is not supported by this fake: ${String(req.headers['content-type'])}`,
+          );
+        let patched: KubeObject;
+        try {
+          patched = applyPatch(current, JSON.parse(body) as Operation[]);
+        } catch (e) {
+          return status(res, 422, 'Invalid', `the request is invalid: ${(e as Error).message}`, details);
+        }
+        new MutatingWebhookConfiguration(patched as never).validate();
+        const stored = stamp(patched);
+        configs.set(name, stored);
+        return send(res, 200, stored);
+      }
+      return status(
+        res,
+        405,
+        'MethodNotAllowed',
+        'the server does not allow this method on the requested resource',
+      );
+    }
+    return status(res, 404, 'NotFound', 'the server could not find the requested resource');
+  };
+
+  const server: Server = createServer({ cert: serving.cert, key: serving.key }, (req, res) => {
+    handle(req, res).catch((e: unknown) => status(res, 500, 'InternalError', (e as Error).message));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    baseUrl: `https://127.0.0.1:${port}`,
+    ca: ca.cert,
+    token,
+    log,
+    secret: (namespace, name) => secrets.get(`${namespace}/${name}`),
+    webhookConfiguration: (name) => configs.get(name),
+    putWebhookConfiguration: (object) => {
+      new MutatingWebhookConfiguration(object as never).validate();
+      configs.set(object.metadata.name as string, stamp(object));
+    },
+    holdSecretReads: (count) => {
+      held = { count, waiting: [] };
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

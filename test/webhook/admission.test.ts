@@ -1,0 +1,726 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseAgentConfig } from '../../agent/contract/env.ts';
+import { admitPod } from '../../webhook/admission/admit-pod.ts';
+import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import {
+  AGENT_IMAGE,
+  basicPod,
+  containerEnv,
+  decodePatch,
+  injectionDefaults,
+  mutate,
+  review,
+  validatePod,
+  type PodDoc,
+} from './fixtures.ts';
+
+function admit(pod: unknown, env: Record<string, string> = {}, options: Parameters<typeof review>[1] = {}) {
+  return admitPod(decodeAdmissionReview(JSON.stringify(review(pod, options))), injectionDefaults(env));
+}
+
+const AGENT_SECURITY = {
+  runAsNonRoot: true,
+  runAsUser: 65532,
+  readOnlyRootFilesystem: true,
+  allowPrivilegeEscalation: false,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+const RESOURCES = { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } };
+const DOWNWARD_ENV = [
+  { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+  { name: 'POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+];
+
+describe('exact patches', () => {
+  it('init+sidecar on a cluster with native sidecars: one agent, first in initContainers, gated by /readyz', () => {
+    const result = admit(basicPod({ 'secret-agent.io/secret-db-password': 'aws:prod/db#password' }));
+    assert.equal(result.outcome, 'injected');
+    assert.equal(result.review.response.patchType, 'JSONPatch');
+    assert.deepEqual(decodePatch(result.review.response), [
+      {
+        op: 'add',
+        path: '/spec/volumes',
+        value: [{ name: 'secret-agent-secrets', emptyDir: { medium: 'Memory', sizeLimit: '8Mi' } }],
+      },
+      {
+        op: 'add',
+        path: '/spec/containers/0/volumeMounts',
+        value: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets', readOnly: true }],
+      },
+      { op: 'add', path: '/spec/containers/0/env', value: [{ name: 'SECRETS_DIR', value: '/etc/secrets' }] },
+      {
+        op: 'add',
+        path: '/spec/initContainers',
+        value: [
+          {
+            name: 'secret-agent',
+            image: AGENT_IMAGE,
+            imagePullPolicy: 'IfNotPresent',
+            env: [
+              { name: 'AGENT_MODE', value: 'sidecar' },
+              { name: 'SECRETS_DIR', value: '/etc/secrets' },
+              { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
+              { name: 'SECRET_0_FILENAME', value: 'db-password' },
+              ...DOWNWARD_ENV,
+            ],
+            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+            resources: RESOURCES,
+            securityContext: AGENT_SECURITY,
+            restartPolicy: 'Always',
+            startupProbe: {
+              httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
+              timeoutSeconds: 1,
+              periodSeconds: 1,
+              failureThreshold: 75,
+            },
+            readinessProbe: {
+              httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
+              timeoutSeconds: 1,
+              periodSeconds: 10,
+              failureThreshold: 3,
+            },
+            livenessProbe: {
+              httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
+              timeoutSeconds: 1,
+              periodSeconds: 10,
+              failureThreshold: 3,
+            },
+          },
+        ],
+      },
+      { op: 'add', path: '/metadata/annotations/secret-agent.io~1status', value: 'injected' },
+    ]);
+  });
+
+  it('init+sidecar without native sidecars, into a pod with init containers, volumes, env and a pod runAsUser', () => {
+    const pod = basicPod(
+      {
+        'secret-agent.io/secret-api': 'vault:secret/data/app#token',
+        'secret-agent.io/file-mode-api': '0440',
+        'secret-agent.io/refresh-interval': '1m',
+        'secret-agent.io/containers': 'app,migrate',
+        'secret-agent.io/aws-region': 'eu-west-1',
+      },
+      {
+        securityContext: { runAsUser: 1000, runAsGroup: 3000 },
+        initContainers: [{ name: 'migrate', image: 'migrate:1', env: [{ name: 'A', value: '1' }] }],
+        containers: [
+          { name: 'app', image: 'app:1', volumeMounts: [{ name: 'data', mountPath: '/data' }] },
+          { name: 'proxy', image: 'envoy:1' },
+        ],
+        volumes: [{ name: 'data', emptyDir: {} }],
+      },
+    );
+    const result = admit(pod, { NATIVE_SIDECARS: 'false', AGENT_VAULT_ADDR: 'https://vault.example:8200' });
+    assert.equal(result.outcome, 'injected');
+    const security = { ...AGENT_SECURITY, runAsUser: 1000, runAsGroup: 3000 };
+    const agentEnv = (mode: string) => [
+      { name: 'AGENT_MODE', value: mode },
+      { name: 'SECRETS_DIR', value: '/etc/secrets' },
+      { name: 'REFRESH_INTERVAL', value: '1m' },
+      { name: 'SECRET_0_REF', value: 'vault:secret/data/app#token' },
+      { name: 'SECRET_0_FILENAME', value: 'api' },
+      { name: 'SECRET_0_MODE', value: '0440' },
+      { name: 'AWS_REGION', value: 'eu-west-1' },
+      { name: 'VAULT_ADDR', value: 'https://vault.example:8200' },
+      ...DOWNWARD_ENV,
+    ];
+    const common = {
+      image: AGENT_IMAGE,
+      imagePullPolicy: 'IfNotPresent',
+      volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+      resources: RESOURCES,
+      securityContext: security,
+    };
+    assert.deepEqual(decodePatch(result.review.response), [
+      {
+        op: 'add',
+        path: '/spec/volumes/-',
+        value: { name: 'secret-agent-secrets', emptyDir: { medium: 'Memory', sizeLimit: '8Mi' } },
+      },
+      {
+        op: 'add',
+        path: '/spec/initContainers/0/volumeMounts',
+        value: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets', readOnly: true }],
+      },
+      {
+        op: 'add',
+        path: '/spec/initContainers/0/env/-',
+        value: { name: 'SECRETS_DIR', value: '/etc/secrets' },
+      },
+      {
+        op: 'add',
+        path: '/spec/containers/0/volumeMounts/-',
+        value: { name: 'secret-agent-secrets', mountPath: '/etc/secrets', readOnly: true },
+      },
+      { op: 'add', path: '/spec/containers/0/env', value: [{ name: 'SECRETS_DIR', value: '/etc/secrets' }] },
+      {
+        op: 'add',
+        path: '/spec/initContainers/0',
+        value: { name: 'secret-agent-init', ...common, env: agentEnv('init') },
+      },
+      {
+        op: 'add',
+        path: '/spec/containers/-',
+        value: {
+          name: 'secret-agent',
+          ...common,
+          env: agentEnv('sidecar'),
+          readinessProbe: {
+            httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
+            timeoutSeconds: 1,
+            periodSeconds: 10,
+            failureThreshold: 3,
+          },
+          livenessProbe: {
+            httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
+            timeoutSeconds: 1,
+            periodSeconds: 10,
+            failureThreshold: 3,
+          },
+        },
+      },
+      { op: 'add', path: '/metadata/annotations/secret-agent.io~1status', value: 'injected' },
+    ]);
+  });
+});
+
+/** Pod shapes the patch must apply to. */
+function podShapes(): { name: string; pod: PodDoc }[] {
+  const secrets = {
+    'secret-agent.io/secret-db': 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf',
+    'secret-agent.io/secret-config': 'projects/my-project/secrets/config/versions/3',
+    'secret-agent.io/path-config': 'app/config.json',
+    'secret-agent.io/secret-env': 'vault:secret/data/app',
+    'secret-agent.io/format-env': 'dotenv',
+  };
+  const base = () => basicPod(secrets);
+  const shapes: { name: string; pod: PodDoc }[] = [];
+  shapes.push({ name: 'minimal', pod: base() });
+  const noAnnotationsButOurs = base();
+  shapes.push({ name: 'only our annotations', pod: noAnnotationsButOurs });
+  shapes.push({
+    name: 'existing init containers',
+    pod: { ...base(), spec: { ...base().spec, initContainers: [{ name: 'setup', image: 'busybox:1.36' }] } },
+  });
+  shapes.push({
+    name: 'colliding volume names',
+    pod: {
+      ...base(),
+      spec: {
+        ...base().spec,
+        volumes: [
+          { name: 'secret-agent-secrets', emptyDir: {} },
+          { name: 'secret-agent-secrets-1', emptyDir: {} },
+        ],
+        containers: [
+          {
+            name: 'app',
+            image: 'app:1',
+            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/cache' }],
+          },
+        ],
+      },
+    },
+  });
+  shapes.push({
+    name: 'shareProcessNamespace true with signal rotation',
+    pod: {
+      ...basicPod({
+        ...secrets,
+        'secret-agent.io/rotation-signal': 'SIGHUP',
+        'secret-agent.io/rotation-signal-process': 'nginx',
+      }),
+      spec: { containers: [{ name: 'app', image: 'nginx:1.27' }], shareProcessNamespace: true },
+    },
+  });
+  shapes.push({
+    name: 'shareProcessNamespace unset with signal rotation',
+    pod: basicPod({
+      ...secrets,
+      'secret-agent.io/rotation-signal': 'HUP',
+      'secret-agent.io/rotation-signal-pidfile': '/run/app.pid',
+    }),
+  });
+  shapes.push({
+    name: 'several containers with env and ports, one selected',
+    pod: {
+      ...basicPod({
+        ...secrets,
+        'secret-agent.io/containers': 'web',
+        'secret-agent.io/mount-path': '/var/run/secrets/app',
+      }),
+      spec: {
+        containers: [
+          { name: 'web', image: 'web:1', env: [{ name: 'X', value: 'y' }], ports: [{ containerPort: 8080 }] },
+          { name: 'worker', image: 'worker:1', env: [{ name: 'SECRETS_DIR', value: '/elsewhere' }] },
+        ],
+      },
+    },
+  });
+  shapes.push({
+    name: 'no metadata annotations except opt-in, split at top level, restart on change',
+    pod: basicPod({
+      'secret-agent.io/secret-keys': 'aws:app/keys',
+      'secret-agent.io/format-keys': 'split',
+      'secret-agent.io/path-keys': '.',
+      'secret-agent.io/restart-on-change': 'true',
+      'secret-agent.io/agent-http-addr': '0.0.0.0:9100',
+      'secret-agent.io/agent-memory-limit': '96Mi',
+      'secret-agent.io/agent-run-as-user': '2000',
+    }),
+  });
+  shapes.push({
+    name: 'pod runs as root: agent still non-root',
+    pod: { ...base(), spec: { ...base().spec, securityContext: { runAsUser: 0 } } },
+  });
+  shapes.push({
+    name: 'no namespace in the object (taken from the request)',
+    pod: { ...base(), metadata: { ...base().metadata, namespace: undefined, name: undefined } },
+  });
+  return shapes;
+}
+
+describe('the patch applies to many pod shapes, in every mode', () => {
+  for (const native of ['true', 'false']) {
+    for (const mode of ['init', 'sidecar', 'init+sidecar']) {
+      for (const { name, pod: shape } of podShapes()) {
+        it(`${name} (mode ${mode}, native sidecars ${native})`, () => {
+          const pod: PodDoc = structuredClone(shape);
+          pod.metadata.annotations!['secret-agent.io/mode'] = mode;
+          const result = admit(pod, { NATIVE_SIDECARS: native });
+          assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+          const mutated = mutate(pod, decodePatch(result.review.response));
+          validatePod(mutated);
+          assert.equal(mutated.metadata.annotations!['secret-agent.io/status'], 'injected');
+
+          const inits = mutated.spec.initContainers ?? [];
+          const agents = [...inits, ...mutated.spec.containers].filter((c) =>
+            String(c.name).startsWith('secret-agent'),
+          );
+          const expected =
+            mode === 'init'
+              ? [['secret-agent-init', 'init', 'init']]
+              : native === 'true'
+                ? [['secret-agent', 'init', 'sidecar']]
+                : mode === 'sidecar'
+                  ? [['secret-agent', 'app', 'sidecar']]
+                  : [
+                      ['secret-agent-init', 'init', 'init'],
+                      ['secret-agent', 'app', 'sidecar'],
+                    ];
+          assert.deepEqual(
+            agents.map((c) => [
+              c.name,
+              inits.includes(c) ? 'init' : 'app',
+              containerEnv(c, mutated).AGENT_MODE,
+            ]),
+            expected,
+          );
+          // Whatever runs in initContainers runs first, before any init container of the pod's own.
+          if (expected[0]![1] === 'init') assert.equal(inits[0]!.name, expected[0]![0]);
+          const nativeSidecar = agents.find((c) => c.restartPolicy === 'Always');
+          assert.equal(nativeSidecar !== undefined, native === 'true' && mode !== 'init');
+          if (nativeSidecar) assert.equal(inits.indexOf(nativeSidecar), 0);
+          assert.equal(
+            nativeSidecar?.startupProbe !== undefined,
+            native === 'true' && mode === 'init+sidecar',
+            'only the init+sidecar native sidecar gates the app on /readyz',
+          );
+
+          const volumes = mutated.spec.volumes as {
+            name: string;
+            emptyDir?: { medium?: string; sizeLimit?: string };
+          }[];
+          const volume = volumes.find((v) => v.emptyDir?.medium === 'Memory')!;
+          assert.ok(volume.emptyDir!.sizeLimit);
+          assert.equal(new Set(volumes.map((v) => v.name)).size, volumes.length, 'volume names stay unique');
+
+          for (const agent of agents) {
+            const env = containerEnv(agent, mutated);
+            // Round trip: the agent's own parser accepts exactly what we rendered.
+            const config = parseAgentConfig(env);
+            assert.equal(config.mode, env.AGENT_MODE);
+            const mount = (
+              agent.volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]
+            )[0]!;
+            assert.equal(mount.name, volume.name);
+            assert.equal(mount.readOnly, undefined);
+            assert.equal(config.secretsDir, mount.mountPath);
+            const annotations = pod.metadata.annotations!;
+            const files = Object.keys(annotations)
+              .filter((k) => k.startsWith('secret-agent.io/secret-'))
+              .map((k) => k.slice('secret-agent.io/secret-'.length))
+              .sort();
+            assert.deepEqual(
+              config.secrets.map((s) => [s.ref.text, s.filename, s.format]),
+              files.map((f) => {
+                const path = annotations[`secret-agent.io/path-${f}`];
+                return [
+                  annotations[`secret-agent.io/secret-${f}`],
+                  path === '.' ? '' : (path ?? f),
+                  annotations[`secret-agent.io/format-${f}`] ?? 'raw',
+                ];
+              }),
+            );
+            assert.deepEqual(config.pod, {
+              name: mutated.metadata.name ?? 'generated-name',
+              namespace: mutated.metadata.namespace ?? 'apps',
+              uid: '6d1f0c5e-27a1-4a1e-9b55-0d6e8c0f2a11',
+            });
+            const sc = agent.securityContext as Record<string, unknown>;
+            assert.equal(sc.runAsNonRoot, true);
+            assert.equal(sc.readOnlyRootFilesystem, true);
+            assert.equal(sc.allowPrivilegeEscalation, false);
+            assert.ok((sc.runAsUser as number) > 0);
+            assert.ok(!JSON.stringify(agent).includes('"value":"' + 'CANARY'));
+          }
+
+          const selected = annotationsSelect(pod);
+          for (const c of [...inits, ...mutated.spec.containers]) {
+            if (String(c.name).startsWith('secret-agent')) continue;
+            const mounts = (c.volumeMounts ?? []) as {
+              name: string;
+              mountPath: string;
+              readOnly?: boolean;
+            }[];
+            const ours = mounts.find((m) => m.name === volume.name);
+            if (!selected(String(c.name))) {
+              assert.equal(ours, undefined, `${String(c.name)} was not selected`);
+              continue;
+            }
+            assert.equal(ours?.readOnly, true);
+            assert.ok(containerEnv(c, mutated).SECRETS_DIR, `${String(c.name)} knows the secrets directory`);
+          }
+          if (pod.metadata.annotations!['secret-agent.io/rotation-signal'])
+            assert.equal(mutated.spec.shareProcessNamespace, true);
+          else assert.equal(mutated.spec.shareProcessNamespace, pod.spec.shareProcessNamespace);
+
+          // Reinvocation (reinvocationPolicy IfNeeded) and re-admission leave an injected pod alone.
+          const again = admit(mutated, { NATIVE_SIDECARS: native });
+          assert.equal(again.outcome, 'skipped');
+          assert.equal(again.review.response.patch, undefined);
+        });
+      }
+    }
+  }
+});
+
+function annotationsSelect(pod: PodDoc): (name: string) => boolean {
+  const list = pod.metadata.annotations!['secret-agent.io/containers'];
+  return list === undefined ? () => true : (name) => list.split(',').includes(name);
+}
+
+describe('runAsUser', () => {
+  it('is the pod’s runAsUser when set (so 0400 files are readable by the app), else 65532, never root', () => {
+    const user = (spec: Partial<PodDoc['spec']>, annotations: Record<string, string> = {}) => {
+      const pod = basicPod(
+        { 'secret-agent.io/secret-a': 'aws:a', 'secret-agent.io/mode': 'init', ...annotations },
+        spec,
+      );
+      const mutated = mutate(pod, decodePatch(admit(pod).review.response));
+      return (mutated.spec.initContainers![0]!.securityContext as { runAsUser: number }).runAsUser;
+    };
+    assert.equal(user({}), 65532);
+    assert.equal(user({ securityContext: { runAsUser: 1001 } }), 1001);
+    assert.equal(user({ securityContext: { runAsUser: 0 } }), 65532);
+    assert.equal(
+      user({ securityContext: { runAsUser: 1001 } }, { 'secret-agent.io/agent-run-as-user': '4242' }),
+      4242,
+    );
+  });
+});
+
+describe('skips', () => {
+  const secret = { 'secret-agent.io/secret-a': 'aws:a' };
+  const cases: [string, unknown, Record<string, string>, Parameters<typeof review>[1], string][] = [
+    ['own namespace', basicPod(secret), {}, { namespace: 'secret-agent' }, 'own-namespace'],
+    [
+      'own namespace from config',
+      basicPod(secret),
+      { WEBHOOK_NAMESPACE: 'platform' },
+      { namespace: 'platform' },
+      'own-namespace',
+    ],
+    ['not opted in', { ...basicPod(secret), metadata: { annotations: secret } }, {}, {}, 'not-opted-in'],
+    ['opted out', basicPod({ ...secret, 'secret-agent.io/inject': 'false' }), {}, {}, 'not-opted-in'],
+    ['UPDATE', basicPod(secret), {}, { operation: 'UPDATE' }, 'not-a-pod-create'],
+    ['not a pod', { metadata: {}, spec: {} }, {}, { kind: 'Deployment' }, 'not-a-pod-create'],
+    [
+      'already injected',
+      basicPod({ ...secret, 'secret-agent.io/status': 'injected' }),
+      {},
+      {},
+      'already-injected',
+    ],
+  ];
+  for (const [name, pod, env, options, reason] of cases) {
+    it(name, () => {
+      const result = admit(pod, env, options);
+      assert.equal(result.outcome, 'skipped');
+      assert.equal(result.outcome === 'skipped' && result.reason, reason);
+      assert.equal(result.review.response.allowed, true);
+      assert.equal(result.review.response.patch, undefined);
+    });
+  }
+});
+
+describe('denials name the annotation and the fix', () => {
+  const ok = { 'secret-agent.io/secret-a': 'aws:a' };
+  const cases: [string, Record<string, string>, Partial<PodDoc['spec']>, string, RegExp][] = [
+    [
+      'unknown key under our prefix',
+      { ...ok, 'secret-agent.io/refresh-intervall': '1m' },
+      {},
+      'secret-agent.io/refresh-intervall',
+      /did you mean secret-agent\.io\/refresh-interval\?/,
+    ],
+    [
+      'bad reference',
+      { 'secret-agent.io/secret-a': 'aws-sm:a' },
+      {},
+      'secret-agent.io/secret-a',
+      /use one of: arn:aws:secretsmanager/,
+    ],
+    [
+      'bad mode',
+      { ...ok, 'secret-agent.io/mode': 'both' },
+      {},
+      'secret-agent.io/mode',
+      /init, sidecar, init\+sidecar/,
+    ],
+    [
+      'bad interval',
+      { ...ok, 'secret-agent.io/refresh-interval': '5 minutes' },
+      {},
+      'secret-agent.io/refresh-interval',
+      /30s, 1m30s/,
+    ],
+    [
+      'interval out of range',
+      { ...ok, 'secret-agent.io/refresh-interval-a': '100ms' },
+      {},
+      'secret-agent.io/refresh-interval-a',
+      /between 1s/,
+    ],
+    [
+      'escaping path',
+      { ...ok, 'secret-agent.io/path-a': '../etc/passwd' },
+      {},
+      'secret-agent.io/path-a',
+      /without \. or \.\./,
+    ],
+    [
+      'absolute path',
+      { ...ok, 'secret-agent.io/path-a': '/etc/passwd' },
+      {},
+      'secret-agent.io/path-a',
+      /relative to the secrets directory/,
+    ],
+    [
+      'duplicate file',
+      { ...ok, 'secret-agent.io/secret-b': 'aws:b', 'secret-agent.io/path-b': 'a' },
+      {},
+      'secret-agent.io/secret-b',
+      /own path/,
+    ],
+    [
+      'file under another file',
+      { ...ok, 'secret-agent.io/secret-b': 'aws:b', 'secret-agent.io/path-b': 'a/x' },
+      {},
+      'secret-agent.io/secret-b',
+      /as a directory/,
+    ],
+    [
+      'setting for a file with no reference',
+      { ...ok, 'secret-agent.io/format-c': 'raw' },
+      {},
+      'secret-agent.io/format-c',
+      /secret-agent\.io\/secret-c/,
+    ],
+    [
+      'top level outside split',
+      { ...ok, 'secret-agent.io/path-a': '.' },
+      {},
+      'secret-agent.io/path-a',
+      /only for format split/,
+    ],
+    [
+      'bad file mode',
+      { ...ok, 'secret-agent.io/file-mode-a': '0999' },
+      {},
+      'secret-agent.io/file-mode-a',
+      /octal mode/,
+    ],
+    ['no secrets', {}, {}, 'secret-agent.io/inject', /secret-agent\.io\/secret-<file>/],
+    [
+      'inject not a boolean',
+      { ...ok, 'secret-agent.io/inject': 'yes' },
+      {},
+      'secret-agent.io/inject',
+      /"true"/,
+    ],
+    [
+      'unknown container',
+      { ...ok, 'secret-agent.io/containers': 'app,sidecar' },
+      {},
+      'secret-agent.io/containers',
+      /use names from: app/,
+    ],
+    [
+      'mount path taken',
+      { ...ok, 'secret-agent.io/mount-path': '/etc' },
+      { containers: [{ name: 'app', image: 'a', volumeMounts: [{ name: 'c', mountPath: '/etc/config' }] }] },
+      'secret-agent.io/mount-path',
+      /another mount path/,
+    ],
+    [
+      'agent port taken',
+      ok,
+      { containers: [{ name: 'app', image: 'a', ports: [{ containerPort: 8099 }] }] },
+      'secret-agent.io/agent-http-addr',
+      /0\.0\.0\.0:8199/,
+    ],
+    [
+      'agent bound to loopback',
+      { ...ok, 'secret-agent.io/agent-http-addr': '127.0.0.1:8099' },
+      {},
+      'secret-agent.io/agent-http-addr',
+      /bind all addresses/,
+    ],
+    [
+      'signal without shared process namespace',
+      {
+        ...ok,
+        'secret-agent.io/rotation-signal': 'SIGHUP',
+        'secret-agent.io/rotation-signal-process': 'app',
+      },
+      { shareProcessNamespace: false },
+      'secret-agent.io/rotation-signal',
+      /rotation-http-url/,
+    ],
+    [
+      'signal with nothing to signal (checked by the agent’s parser)',
+      { ...ok, 'secret-agent.io/rotation-signal': 'SIGHUP' },
+      {},
+      'secret-agent.io/rotation-signal',
+      /ROTATION_SIGNAL_PROCESS/,
+    ],
+    [
+      'root agent',
+      { ...ok, 'secret-agent.io/agent-run-as-user': '0' },
+      {},
+      'secret-agent.io/agent-run-as-user',
+      /never runs as root/,
+    ],
+    [
+      'bad quantity',
+      { ...ok, 'secret-agent.io/agent-memory-limit': 'lots' },
+      {},
+      'secret-agent.io/agent-memory-limit',
+      /64Mi/,
+    ],
+    [
+      'container name taken',
+      ok,
+      { containers: [{ name: 'secret-agent', image: 'a' }] },
+      'secret-agent.io/inject',
+      /rename that container/,
+    ],
+  ];
+  for (const [name, annotations, spec, field, fix] of cases) {
+    it(name, () => {
+      const result = admit(basicPod(annotations, spec));
+      assert.equal(result.outcome, 'denied');
+      const r = result.review.response;
+      assert.equal(r.allowed, false);
+      assert.equal(r.patch, undefined);
+      assert.equal(r.status?.code, 400);
+      assert.ok(r.status!.message.includes(`${field}:`), r.status!.message);
+      assert.match(r.status!.message, fix);
+      assert.match(r.status!.message, /Fix: /);
+    });
+  }
+
+  it('collects every problem in one response', () => {
+    const result = admit(
+      basicPod({
+        'secret-agent.io/secret-a': 'nope',
+        'secret-agent.io/mode': 'x',
+        'secret-agent.io/bogus': '1',
+      }),
+    );
+    const message = result.review.response.status!.message;
+    assert.match(message, /3 problems/);
+    for (const f of ['secret-agent.io/secret-a:', 'secret-agent.io/mode:', 'secret-agent.io/bogus:'])
+      assert.ok(message.includes(f));
+  });
+});
+
+describe('canaries', () => {
+  it('never appear in a response, whether the pod is injected or denied', () => {
+    const value = canary('pasted-instead-of-a-reference');
+    const pods = [
+      // A user pastes the secret itself where a reference belongs, and into other annotations.
+      basicPod({ 'secret-agent.io/secret-db': value }),
+      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/mode': value }),
+      basicPod({
+        'secret-agent.io/secret-db': 'aws:db',
+        'secret-agent.io/rotation-command': '',
+        'secret-agent.io/agent-http-addr': value,
+      }),
+      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/file-mode-db': value }),
+      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/containers': value }),
+      // Values the app already has: env, other annotations, labels. The patch never copies them.
+      basicPod(
+        { 'secret-agent.io/secret-db': 'aws:db', 'example.com/config': value },
+        { containers: [{ name: 'app', image: 'a', env: [{ name: 'PASSWORD', value }] }] },
+      ),
+    ];
+    let denied = 0;
+    for (const pod of pods) {
+      const result = admit(pod);
+      if (result.outcome === 'denied') denied++;
+      const text = JSON.stringify(result.review);
+      assertNoCanary(text, 'an AdmissionReview response');
+      assertNoCanary(JSON.stringify(decodePatch(result.review.response)), 'a JSON patch');
+    }
+    assert.equal(denied, 5, 'the pasted values were rejected, so their error messages were checked');
+  });
+});
+
+describe('garbage', () => {
+  const bodies: [string, string][] = [
+    ['not JSON', '{"apiVersion":'],
+    ['JSON null', 'null'],
+    ['an array', '[]'],
+    ['another kind', JSON.stringify({ apiVersion: 'v1', kind: 'Pod' })],
+    ['no request', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' })],
+    [
+      'no uid',
+      JSON.stringify({
+        ...review(basicPod({})),
+        request: { kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE' },
+      }),
+    ],
+    ['object not an object', JSON.stringify(review('pod'))],
+    ['containers not a list', JSON.stringify(review({ metadata: {}, spec: { containers: {} } }))],
+    [
+      'annotations not strings',
+      JSON.stringify(review({ metadata: { annotations: { a: 1 } }, spec: { containers: [{ name: 'a' }] } })),
+    ],
+    [
+      'env not a list',
+      JSON.stringify(review({ metadata: {}, spec: { containers: [{ name: 'a', env: 'x' }] } })),
+    ],
+  ];
+  for (const [name, body] of bodies) {
+    it(`${name}: a BadReviewError, not a crash`, () => {
+      assert.throws(() => decodeAdmissionReview(body), BadReviewError);
+    });
+  }
+});

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigErrors } from '../../agent/contract/errors.ts';
+import { parseWebhookConfig } from '../../webhook/config.ts';
+import { AGENT_IMAGE } from './fixtures.ts';
+
+function fields(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (e) {
+    assert.ok(e instanceof ConfigErrors, String(e));
+    return e.errors.map((err) => err.field);
+  }
+  return assert.fail('no ConfigErrors thrown');
+}
+
+describe('webhook configuration', () => {
+  it('has working defaults once the agent image is set', () => {
+    const config = parseWebhookConfig({ AGENT_IMAGE });
+    assert.equal(config.port, 8443);
+    assert.deepEqual(config.tls, {
+      mode: 'file',
+      certFile: '/etc/webhook/tls/tls.crt',
+      keyFile: '/etc/webhook/tls/tls.key',
+    });
+    assert.equal(config.injection.nativeSidecars, true);
+    assert.equal(config.injection.runAsUser, 65532);
+    assert.equal(config.injection.ownNamespace, 'secret-agent');
+    assert.deepEqual(config.injection.cluster, {});
+  });
+
+  it('lists every problem at once, by variable name', () => {
+    assert.deepEqual(
+      fields(() =>
+        parseWebhookConfig({ WEBHOOK_PORT: '99999', NATIVE_SIDECARS: 'auto', TLS_MODE: 'acme' }),
+      ).sort(),
+      ['AGENT_IMAGE', 'NATIVE_SIDECARS', 'TLS_MODE', 'WEBHOOK_PORT'],
+    );
+  });
+
+  it('reads a YAML config file, env winning over it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhook-config-'));
+    try {
+      const file = join(dir, 'config.yaml');
+      writeFileSync(
+        file,
+        `AGENT_IMAGE: ${AGENT_IMAGE}\nWEBHOOK_PORT: 9443\nAGENT_VAULT_ADDR: https://vault.example:8200\nNATIVE_SIDECARS: false\n`,
+      );
+      const config = parseWebhookConfig({ WEBHOOK_CONFIG_FILE: file, WEBHOOK_PORT: '10443' });
+      assert.equal(config.port, 10443);
+      assert.equal(config.injection.agentImage, AGENT_IMAGE);
+      assert.equal(config.injection.nativeSidecars, false);
+      assert.equal(config.injection.cluster.vaultAddr, 'https://vault.example:8200');
+      writeFileSync(file, 'AGENT_IMAGES: x\nLOG_LEVEL: [a]\n');
+      assert.deepEqual(
+        fields(() => parseWebhookConfig({ WEBHOOK_CONFIG_FILE: file })),
+        [`${file}: AGENT_IMAGES`, `${file}: LOG_LEVEL`],
+      );
+      assert.deepEqual(
+        fields(() => parseWebhookConfig({ WEBHOOK_CONFIG_FILE: 'relative.yaml' })),
+        ['WEBHOOK_CONFIG_FILE'],
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

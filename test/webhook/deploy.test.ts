@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { OPT_IN_LABEL } from '../../webhook/annotations.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { ROOT } from '../support/run-agent.ts';
+
+const DEPLOY = join(ROOT, 'deploy');
+type KubeObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
+} & Record<string, unknown>;
+
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? yamlFiles(path) : /\.ya?ml$/.test(name) ? [path] : [];
+  });
+}
+
+function parseYaml(text: string, where: string): KubeObject[] {
+  return parseAllDocuments(text).flatMap((doc) => {
+    assert.deepEqual(doc.errors, [], `${where}: ${doc.errors.map((e) => e.message).join('; ')}`);
+    const value = doc.toJS() as KubeObject | null;
+    return value ? [value] : [];
+  });
+}
+
+/** The kubernetes-models class for an apiVersion/kind, or undefined for CRDs it does not know. */
+async function modelFor(
+  apiVersion: string,
+  kind: string,
+): Promise<(new (data: unknown) => { validate(): void }) | undefined> {
+  const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
+  const path = group ? `kubernetes-models/${group}/${version}` : `kubernetes-models/${version}`;
+  try {
+    const module = (await import(path)) as Record<string, new (data: unknown) => { validate(): void }>;
+    return module[kind];
+  } catch {
+    return undefined;
+  }
+}
+
+/** cert-manager kinds are CRDs kubernetes-models does not ship: check the fields we rely on. */
+function checkCertManager(object: KubeObject): void {
+  assert.equal(object.apiVersion, 'cert-manager.io/v1');
+  const spec = object.spec as Record<string, unknown>;
+  if (object.kind === 'Issuer') assert.ok(spec.selfSigned || spec.ca, 'an Issuer needs selfSigned or ca');
+  else if (object.kind === 'Certificate') {
+    assert.equal(typeof spec.secretName, 'string');
+    assert.ok(Array.isArray(spec.dnsNames) && spec.dnsNames.length > 0);
+    assert.ok((spec.issuerRef as { name?: string }).name);
+  } else assert.fail(`unexpected cert-manager kind ${object.kind}`);
+}
+
+async function validate(object: KubeObject, where: string): Promise<void> {
+  if (object.apiVersion === 'kustomize.config.k8s.io/v1beta1') return;
+  if (object.apiVersion.startsWith('cert-manager.io/')) return checkCertManager(object);
+  const Model = await modelFor(object.apiVersion, object.kind);
+  assert.ok(Model, `${where}: no schema for ${object.apiVersion} ${object.kind}`);
+  // Strategic-merge patch directives are not part of the schema; drop them before validating.
+  const clean = JSON.parse(JSON.stringify(object), (key, value: unknown) =>
+    key === '$patch' ? undefined : value,
+  ) as unknown;
+  try {
+    new Model(clean).validate();
+  } catch (e) {
+    assert.fail(`${where}: ${object.kind} ${object.metadata.name}: ${(e as Error).message}`);
+  }
+}
+
+const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' });
+const haveKubectl = kubectl.status === 0;
+
+function render(dir: string): KubeObject[] {
+  const out = spawnSync('kubectl', ['kustomize', join(DEPLOY, dir)], { encoding: 'utf8' });
+  assert.equal(out.status, 0, `kubectl kustomize ${dir}: ${out.stderr}`);
+  return parseYaml(out.stdout, dir);
+}
+
+describe('deploy/', () => {
+  it('every YAML file parses and every object validates against the Kubernetes schema', async () => {
+    const files = yamlFiles(DEPLOY);
+    assert.ok(files.length >= 12);
+    // Patches are partial objects: they are validated once applied, in the rendered output below.
+    const patches = new Set(
+      files
+        .filter((f) => f.endsWith('kustomization.yaml'))
+        .flatMap((f) =>
+          ((parseYaml(readFileSync(f, 'utf8'), f)[0] as { patches?: { path: string }[] }).patches ?? []).map(
+            (p) => join(dirname(f), p.path),
+          ),
+        ),
+    );
+    for (const file of files.filter((f) => !patches.has(f))) {
+      for (const object of parseYaml(readFileSync(file, 'utf8'), relative(ROOT, file)))
+        await validate(object, relative(ROOT, file));
+    }
+  });
+
+  it('every kustomization lists files and directories that exist', () => {
+    for (const file of yamlFiles(DEPLOY).filter((f) => f.endsWith('kustomization.yaml'))) {
+      const k = parseYaml(readFileSync(file, 'utf8'), file)[0] as {
+        resources?: string[];
+        patches?: { path: string }[];
+      };
+      for (const entry of [...(k.resources ?? []), ...(k.patches ?? []).map((p) => p.path)]) {
+        const target = join(dirname(file), entry);
+        assert.ok(existsSync(target), `${relative(ROOT, file)} lists ${entry}, which does not exist`);
+        if (statSync(target).isDirectory())
+          assert.ok(existsSync(join(target, 'kustomization.yaml')), `${entry} is not a kustomization`);
+      }
+    }
+  });
+
+  it('the Deployment sets only env the webhook knows', () => {
+    const deployment = parseYaml(
+      readFileSync(join(DEPLOY, 'base/deployment.yaml'), 'utf8'),
+      'deployment',
+    )[0]!;
+    const env = (deployment.spec as { template: { spec: { containers: { env: { name: string }[] }[] } } })
+      .template.spec.containers[0]!.env;
+    for (const { name } of env)
+      assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `${name} is not a webhook setting`);
+  });
+
+  describe(
+    'kubectl kustomize renders each entry point',
+    { skip: haveKubectl ? false : 'kubectl is not installed' },
+    () => {
+      for (const dir of ['base', 'overlays/cert-manager', 'overlays/self-managed', 'agent-rbac', '.']) {
+        it(dir, async () => {
+          const objects = render(dir);
+          for (const object of objects) await validate(object, `${dir} (rendered)`);
+          const find = (kind: string) => objects.filter((o) => o.kind === kind);
+          if (dir === 'agent-rbac') {
+            const verbs = find('ClusterRole').flatMap((r) =>
+              (r.rules as { verbs: string[]; resources: string[] }[]).flatMap((rule) => rule.verbs),
+            );
+            assert.ok(!verbs.includes('*'));
+            return;
+          }
+          const [webhookConfig] = find('MutatingWebhookConfiguration');
+          const hook = (webhookConfig!.webhooks as Record<string, unknown>[])[0]!;
+          assert.equal(hook.failurePolicy, 'Fail');
+          assert.equal(hook.sideEffects, 'None');
+          assert.equal(hook.reinvocationPolicy, 'IfNeeded');
+          assert.ok((hook.timeoutSeconds as number) <= 10);
+          assert.deepEqual(hook.objectSelector, { matchLabels: { [OPT_IN_LABEL]: 'true' } });
+          const excluded = (
+            hook.namespaceSelector as {
+              matchExpressions: { key: string; operator: string; values: string[] }[];
+            }
+          ).matchExpressions[0]!;
+          assert.equal(excluded.operator, 'NotIn');
+          assert.deepEqual([...excluded.values].sort(), ['kube-system', 'secret-agent']);
+          const [deployment] = find('Deployment');
+          const spec = deployment!.spec as {
+            replicas: number;
+            template: { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } };
+          };
+          assert.equal(spec.replicas, 2);
+          assert.equal(find('PodDisruptionBudget').length, 1);
+          const container = spec.template.spec.containers[0]!;
+          const env = container.env as { name: string; value?: string }[];
+          assert.equal(env.filter((e) => e.name === 'TLS_MODE').length, 1);
+          const tlsMode = env.find((e) => e.name === 'TLS_MODE')!.value;
+          const roles = [...find('Role'), ...find('ClusterRole')];
+          for (const role of roles)
+            for (const rule of role.rules as { verbs: string[]; resources: string[] }[]) {
+              assert.ok(
+                !rule.verbs.includes('*') && !rule.resources.includes('*'),
+                `${role.metadata.name} uses a wildcard`,
+              );
+            }
+          if (dir === 'overlays/self-managed') {
+            assert.equal(tlsMode, 'self-managed');
+            assert.equal(spec.template.spec.automountServiceAccountToken, true);
+            assert.deepEqual(spec.template.spec.volumes ?? [], []);
+            assert.deepEqual(container.volumeMounts ?? [], []);
+            const secretRules = find('Role').flatMap(
+              (r) => r.rules as { resources: string[]; verbs: string[]; resourceNames?: string[] }[],
+            );
+            for (const rule of secretRules.filter((r) => r.verbs.some((v) => v !== 'create')))
+              assert.deepEqual(rule.resourceNames, ['secret-agent-webhook-tls']);
+          } else {
+            assert.equal(tlsMode, 'file');
+            assert.equal(spec.template.spec.automountServiceAccountToken, false);
+            assert.equal(
+              roles.filter((r) => r.metadata.name.startsWith('secret-agent-webhook')).length,
+              0,
+              'file mode needs no RBAC',
+            );
+          }
+          if (dir === 'overlays/cert-manager' || dir === '.') {
+            assert.equal(
+              webhookConfig!.metadata.annotations?.['cert-manager.io/inject-ca-from'],
+              'secret-agent/secret-agent-webhook',
+            );
+            assert.equal(
+              find('Certificate')[0]!.spec &&
+                (find('Certificate')[0]!.spec as { secretName: string }).secretName,
+              'secret-agent-webhook-tls',
+            );
+          }
+        });
+      }
+    },
+  );
+});

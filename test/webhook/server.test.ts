@@ -1,0 +1,308 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { Agent, request } from 'node:https';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import { parseWebhookConfig } from '../../webhook/config.ts';
+import { MAX_BODY_BYTES } from '../../webhook/server.ts';
+import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import { AGENT_IMAGE, basicPod, decodePatch, review } from './fixtures.ts';
+import { certDir, makeServingPair, SERVER_NAME, type ServingPair } from './tls-certs.ts';
+
+interface Reply {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+  /** Fingerprint of the certificate the server presented on this connection. */
+  readonly served: string;
+}
+
+function call(
+  port: number,
+  ca: string | string[],
+  path: string,
+  options: { method?: string; body?: string | Buffer; contentType?: string; agent?: Agent | false } = {},
+): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? (options.body !== undefined ? 'POST' : 'GET'),
+        ca,
+        servername: SERVER_NAME,
+        agent: options.agent ?? false,
+        headers:
+          options.body !== undefined ? { 'content-type': options.contentType ?? 'application/json' } : {},
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        const socket = res.socket as import('node:tls').TLSSocket;
+        const served = socket.getPeerX509Certificate()?.fingerprint256 ?? '';
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          resolve({
+            status: res.statusCode!,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+            served,
+          });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+function capturedLogger() {
+  let text = '';
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  return { log: pino({ level: 'debug' }, stream), text: () => text };
+}
+
+async function start(
+  dir: ReturnType<typeof certDir>,
+  log: ReturnType<typeof capturedLogger>['log'],
+): Promise<RunningWebhook> {
+  const config = parseWebhookConfig({
+    AGENT_IMAGE,
+    WEBHOOK_PORT: '0',
+    WEBHOOK_HOST: '127.0.0.1',
+    TLS_CERT_FILE: dir.cert,
+    TLS_KEY_FILE: dir.key,
+  });
+  return startWebhook(config, { log });
+}
+
+describe('the HTTPS server', () => {
+  let pair: ServingPair;
+  let dir: ReturnType<typeof certDir>;
+  let webhook: RunningWebhook;
+  const logs = capturedLogger();
+
+  before(async () => {
+    pair = await makeServingPair();
+    dir = certDir();
+    dir.write(pair);
+    webhook = await start(dir, logs.log);
+  });
+  after(async () => {
+    await webhook.close();
+    dir[Symbol.dispose]();
+    assertNoCanary(logs.text(), 'webhook logs');
+  });
+
+  it('answers probes', async () => {
+    assert.equal((await call(webhook.port, pair.ca, '/healthz')).status, 200);
+    assert.equal((await call(webhook.port, pair.ca, '/readyz')).status, 200);
+    assert.equal((await call(webhook.port, pair.ca, '/nope')).status, 404);
+  });
+
+  it('mutates a pod over HTTPS end to end', async () => {
+    const pod = basicPod(
+      { 'secret-agent.io/secret-token': 'gcp:api-token' },
+      { containers: [{ name: 'app', image: 'a', env: [{ name: 'PASSWORD', value: canary() }] }] },
+    );
+    const reply = await call(webhook.port, pair.ca, '/mutate', { body: JSON.stringify(review(pod)) });
+    assert.equal(reply.status, 200);
+    assert.equal(reply.headers['content-type'], 'application/json');
+    assertNoCanary(reply.body, 'the /mutate response');
+    const answer = JSON.parse(reply.body) as {
+      apiVersion: string;
+      kind: string;
+      response: { uid: string; allowed: boolean; patch?: string };
+    };
+    assert.equal(answer.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(answer.kind, 'AdmissionReview');
+    assert.equal(answer.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');
+    assert.equal(answer.response.allowed, true);
+    assert.ok(decodePatch(answer.response).some((op) => op.path === '/spec/initContainers'));
+  });
+
+  it('denies with 400 inside a 200 AdmissionReview', async () => {
+    const pod = basicPod({ 'secret-agent.io/secret-x': canary('pasted') });
+    const reply = await call(webhook.port, pair.ca, '/mutate', { body: JSON.stringify(review(pod)) });
+    assert.equal(reply.status, 200);
+    assertNoCanary(reply.body, 'a denial');
+    const answer = JSON.parse(reply.body) as {
+      response: { allowed: boolean; status: { code: number; message: string } };
+    };
+    assert.equal(answer.response.allowed, false);
+    assert.equal(answer.response.status.code, 400);
+    assert.match(answer.response.status.message, /secret-agent\.io\/secret-x/);
+  });
+
+  it('gives garbage a clean HTTP error and keeps serving', async () => {
+    const cases: [string, Parameters<typeof call>[3], number][] = [
+      ['malformed JSON', { body: '{"kind": "AdmissionRev' }, 400],
+      ['wrong kind', { body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap' }) }, 400],
+      ['wrong content type', { body: '{}', contentType: 'text/plain' }, 415],
+      ['GET /mutate', { method: 'GET' }, 405],
+      ['empty body', { body: '' }, 400],
+      ['oversized body', { body: Buffer.alloc(MAX_BODY_BYTES + 1, 0x20) }, 413],
+    ];
+    for (const [name, options, status] of cases) {
+      const reply = await call(webhook.port, pair.ca, '/mutate', options);
+      assert.equal(reply.status, status, name);
+      if (status !== 405) assert.ok((JSON.parse(reply.body) as { error: string }).error, name);
+    }
+    // A body that only claims to be huge is refused before it is read.
+    const claimed = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: webhook.port,
+          path: '/mutate',
+          method: 'POST',
+          ca: pair.ca,
+          servername: SERVER_NAME,
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': String(MAX_BODY_BYTES * 4) },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
+      req.on('error', reject);
+      req.write('{');
+    });
+    assert.equal(claimed, 413);
+    assert.equal((await call(webhook.port, pair.ca, '/healthz')).status, 200);
+  });
+
+  it('exposes Prometheus metrics: requests by outcome and a latency histogram', async () => {
+    const reply = await call(webhook.port, pair.ca, '/metrics');
+    assert.equal(reply.status, 200);
+    assert.match(reply.headers['content-type'] as string, /^text\/plain/);
+    const count = (outcome: string) =>
+      Number(
+        new RegExp(
+          `^secret_agent_webhook_admission_requests_total\\{outcome="${outcome}"\\} (\\d+)$`,
+          'm',
+        ).exec(reply.body)?.[1],
+      );
+    assert.ok(count('injected') >= 1);
+    assert.ok(count('denied') >= 1);
+    assert.ok(count('invalid') >= 5);
+    assert.match(
+      reply.body,
+      /^secret_agent_webhook_admission_duration_seconds_bucket\{le="0\.005",outcome="injected"\} \d+$/m,
+    );
+    assert.match(
+      reply.body,
+      /^secret_agent_webhook_admission_duration_seconds_count\{outcome="injected"\} \d+$/m,
+    );
+    assert.match(reply.body, /^secret_agent_webhook_certificate_expiry_timestamp_seconds \d/m);
+    assertNoCanary(reply.body, 'metrics');
+  });
+});
+
+describe('certificate reload', () => {
+  it('swaps to new files without failing a single request, in flight or new', async () => {
+    const first = await makeServingPair();
+    const second = await makeServingPair();
+    using dir = certDir();
+    dir.write(first);
+    const logs = capturedLogger();
+    const webhook = await start(dir, logs.log);
+    const cas = [first.ca, second.ca];
+    const fingerprint = (p: ServingPair) => new X509Certificate(p.cert).fingerprint256;
+    const body = JSON.stringify(review(basicPod({ 'secret-agent.io/secret-a': 'aws:a' })));
+    const keepAlive = new Agent({ keepAlive: true, maxSockets: 4 });
+    let failures = 0;
+    let requests = 0;
+    let sawSecond = false;
+    let stop = false;
+    const worker = async (agent: Agent | false) => {
+      while (!stop) {
+        try {
+          const reply = await call(webhook.port, cas, '/mutate', { body, agent });
+          requests++;
+          if (reply.status !== 200 || !reply.body.includes('"allowed":true')) failures++;
+          if (reply.served === fingerprint(second)) sawSecond = true;
+        } catch {
+          failures++;
+        }
+      }
+    };
+    // A request whose body is still arriving when the certificate changes.
+    let slowRequest: import('node:http').ClientRequest | undefined;
+    const slow = new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: webhook.port,
+          path: '/mutate',
+          method: 'POST',
+          ca: cas,
+          servername: SERVER_NAME,
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      slowRequest = req;
+    });
+    const workers = [worker(false), worker(false), worker(keepAlive), worker(keepAlive)];
+    let metrics: Reply;
+    try {
+      while (requests < 20) await sleep(5);
+      // cert-first writes a mismatched pair for a moment; the server must keep the old one then.
+      dir.write(second, 'cert-first');
+      while (!sawSecond) await sleep(10);
+      slowRequest!.end(body.slice(10));
+      assert.equal(await slow, 200);
+      const before = requests;
+      while (requests < before + 20) await sleep(5);
+    } finally {
+      stop = true;
+      await Promise.all(workers);
+      keepAlive.destroy();
+      metrics = await call(webhook.port, cas, '/metrics');
+      await webhook.close();
+    }
+    assert.equal(failures, 0, `${failures} of ${requests} requests failed across the reload`);
+    assert.match(metrics.body, /^secret_agent_webhook_tls_reloads_total\{result="ok"\} [1-9]/m);
+    assert.match(logs.text(), /serving certificate reloaded/);
+  });
+
+  it('keeps serving the old pair when the new files are not a usable pair', async () => {
+    const first = await makeServingPair();
+    const second = await makeServingPair();
+    using dir = certDir();
+    dir.write(first);
+    const logs = capturedLogger();
+    const webhook = await start(dir, logs.log);
+    try {
+      // Only the certificate changes: it does not match the key on disk.
+      dir.write({ ...second, key: first.key });
+      let metrics = '';
+      for (let i = 0; i < 400 && !/tls_reloads_total\{result="failed"\} [1-9]/.test(metrics); i++) {
+        await sleep(10);
+        metrics = (await call(webhook.port, first.ca, '/metrics')).body;
+      }
+      assert.match(metrics, /tls_reloads_total\{result="failed"\} [1-9]/);
+      const reply = await call(webhook.port, [first.ca], '/healthz');
+      assert.equal(reply.served, new X509Certificate(first.cert).fingerprint256);
+    } finally {
+      await webhook.close();
+    }
+  });
+});

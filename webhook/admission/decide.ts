@@ -1,0 +1,35 @@
+import { ConfigError, quote } from '../../agent/contract/errors.ts';
+import { PREFIX, STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
+import type { AdmissionRequest, PodShape } from './review.ts';
+
+/** Why a request is let through unchanged; also the `reason` label of the skip metric. */
+export type SkipReason = 'not-a-pod-create' | 'own-namespace' | 'not-opted-in' | 'already-injected';
+
+export type Decision =
+  | { readonly action: 'skip'; readonly reason: SkipReason }
+  | { readonly action: 'deny'; readonly error: ConfigError }
+  | { readonly action: 'inject'; readonly pod: PodShape };
+
+/** Whether this request is ours to mutate, before any annotation beyond the opt-in is read. */
+export function decide(request: AdmissionRequest, ownNamespace: string): Decision {
+  const pod = request.pod;
+  if (!pod) return { action: 'skip', reason: 'not-a-pod-create' };
+  // The webhook must never be able to block its own pods, or a broken release could not be rolled back.
+  if ((request.namespace || pod.metadata?.namespace) === ownNamespace)
+    return { action: 'skip', reason: 'own-namespace' };
+  const annotations = pod.metadata?.annotations ?? {};
+  if (annotations[STATUS_ANNOTATION] === STATUS_INJECTED)
+    return { action: 'skip', reason: 'already-injected' };
+  const inject = annotations[`${PREFIX}inject`];
+  if (inject === undefined || inject === 'false') return { action: 'skip', reason: 'not-opted-in' };
+  if (inject !== 'true')
+    return {
+      action: 'deny',
+      error: new ConfigError(
+        `${PREFIX}inject`,
+        `${quote(inject)} is not a boolean`,
+        'set it to "true" (or "false" to opt out)',
+      ),
+    };
+  return { action: 'inject', pod };
+}

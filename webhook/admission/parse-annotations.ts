@@ -1,0 +1,334 @@
+import type { SecretFormat } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
+import { findPathConflict } from '../../agent/contract/path.ts';
+import {
+  AGENT_CONTAINER,
+  AGENT_INIT_CONTAINER,
+  FILE_ANNOTATIONS,
+  FILE_NAME,
+  matchFileAnnotation,
+  POD_ANNOTATIONS,
+  PREFIX,
+  type Annotation,
+  type FileAnnotationName,
+  type PodAnnotationName,
+} from '../annotations.ts';
+import type { InjectionDefaults } from '../config.ts';
+import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
+import type { PodShape } from './review.ts';
+
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
+
+/**
+ * Turns a pod's `secret-agent.io/*` annotations into one validated InjectionRequest, or throws
+ * ConfigErrors listing every problem, each naming the annotation and the fix.
+ */
+export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults): InjectionRequest {
+  const errors: ConfigError[] = [];
+  const annotations = pod.metadata?.annotations ?? {};
+  const podValues = new Map<PodAnnotationName, string>();
+  const fileValues = new Map<string, Map<FileAnnotationName, string>>();
+
+  for (const [key, value] of Object.entries(annotations)) {
+    if (!key.startsWith(PREFIX)) continue;
+    const name = key.slice(PREFIX.length);
+    if (Object.hasOwn(POD_ANNOTATIONS, name)) {
+      podValues.set(name as PodAnnotationName, value);
+      continue;
+    }
+    const match = matchFileAnnotation(name);
+    if (!match) {
+      const near = closestName(name);
+      errors.push(
+        new ConfigError(
+          key,
+          'is not a secret-agent annotation',
+          `${near ? `did you mean ${PREFIX}${near}? Otherwise ` : ''}remove it; files are named by ${PREFIX}secret-<file> (see docs/webhook.md for every annotation)`,
+        ),
+      );
+      continue;
+    }
+    if (!FILE_NAME.test(match.file)) {
+      errors.push(
+        new ConfigError(
+          key,
+          `${quote(match.file)} is not a file name`,
+          'use letters, digits, -, _ and . (sub-directories go in path-<file>)',
+        ),
+      );
+      continue;
+    }
+    let values = fileValues.get(match.file);
+    if (!values) fileValues.set(match.file, (values = new Map()));
+    values.set(match.name, value);
+  }
+
+  const read = <T>(name: PodAnnotationName, a: Annotation<T>): T | undefined => {
+    const raw = podValues.get(name) ?? a.default;
+    if (raw === undefined) return undefined;
+    return attempt(errors, () => a.parse(raw, PREFIX + name));
+  };
+  const p = POD_ANNOTATIONS;
+  const mode = read('mode', p.mode);
+  const mountPath = read('mount-path', p['mount-path']);
+  const containers = read('containers', p.containers);
+
+  const agentSettings: AgentSettingRequest[] = [];
+  for (const [name, a] of Object.entries(POD_ANNOTATIONS) as [PodAnnotationName, Annotation<unknown>][]) {
+    const value = podValues.get(name);
+    if (a.env === undefined || value === undefined) continue;
+    if (attempt(errors, () => a.parse(value, PREFIX + name)) !== undefined)
+      agentSettings.push({ env: a.env, value, annotation: PREFIX + name });
+  }
+
+  const secrets = parseSecretFiles(fileValues, errors);
+  if (secrets.length === 0 && fileValues.size === 0)
+    errors.push(
+      new ConfigError(
+        `${PREFIX}inject`,
+        'is "true" but no secret is named',
+        'add an annotation secret-agent.io/secret-<file>: <reference>',
+      ),
+    );
+
+  const allContainers = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])];
+  for (const taken of [AGENT_CONTAINER, AGENT_INIT_CONTAINER])
+    if (allContainers.some((c) => c.name === taken))
+      errors.push(
+        new ConfigError(
+          `${PREFIX}inject`,
+          `the pod already has a container named ${quote(taken)}`,
+          'rename that container; the webhook adds it',
+        ),
+      );
+  if (containers) {
+    const unknown = containers.filter((n) => !allContainers.some((c) => c.name === n));
+    if (unknown.length)
+      errors.push(
+        new ConfigError(
+          `${PREFIX}containers`,
+          `names ${unknown.map(quote).join(', ')}, which the pod does not have`,
+          `use names from: ${allContainers.map((c) => c.name).join(', ')}`,
+        ),
+      );
+  }
+  const selected = containers ? allContainers.filter((c) => containers.includes(c.name)) : allContainers;
+  if (mountPath) {
+    for (const c of selected) {
+      const clash = (c.volumeMounts ?? []).find(
+        (m) => typeof m.mountPath === 'string' && overlaps(m.mountPath, mountPath),
+      );
+      if (clash)
+        errors.push(
+          new ConfigError(
+            `${PREFIX}mount-path`,
+            `${quote(mountPath)} overlaps the mount ${quote(String(clash.mountPath))} of container ${quote(c.name)}`,
+            'choose another mount path, e.g. /var/run/secret-agent',
+          ),
+        );
+    }
+  }
+
+  const sidecar = mode === 'sidecar' || mode === 'init+sidecar';
+  const httpAddr = agentSettings.find((s) => s.env === 'AGENT_HTTP_ADDR');
+  const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(
+    httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default ?? '0.0.0.0:8099',
+    'AGENT_HTTP_ADDR',
+  );
+  if (sidecar) {
+    if (!WILDCARD_HOSTS.has(addr.host))
+      errors.push(
+        new ConfigError(
+          `${PREFIX}agent-http-addr`,
+          `${quote(httpAddr!.value)} binds ${quote(addr.host)}, which the kubelet's probes cannot reach`,
+          `bind all addresses, e.g. 0.0.0.0:${addr.port}`,
+        ),
+      );
+    const portOwner = allContainers.find((c) =>
+      (c.ports ?? []).some((port) => port.containerPort === addr.port),
+    );
+    if (portOwner)
+      errors.push(
+        new ConfigError(
+          `${PREFIX}agent-http-addr`,
+          `port ${addr.port} is also declared by container ${quote(portOwner.name)}`,
+          'move the agent with secret-agent.io/agent-http-addr, e.g. 0.0.0.0:8199',
+        ),
+      );
+  }
+
+  const wantsSignal = agentSettings.some((s) => s.env === 'ROTATION_SIGNAL');
+  if (wantsSignal && pod.spec.shareProcessNamespace === false)
+    errors.push(
+      new ConfigError(
+        `${PREFIX}rotation-signal`,
+        'needs a shared process namespace, but the pod sets shareProcessNamespace: false',
+        'remove shareProcessNamespace: false, or use rotation-http-url / rotation-command instead',
+      ),
+    );
+
+  const podUser = positiveInteger(pod.spec.securityContext?.runAsUser);
+  const podGroup = nonNegativeInteger(pod.spec.securityContext?.runAsGroup);
+  const runAsUser = read('agent-run-as-user', p['agent-run-as-user']) ?? podUser ?? defaults.runAsUser;
+  const cpuLimit = read('agent-cpu-limit', p['agent-cpu-limit']) ?? defaults.resources.cpuLimit;
+  const resources = {
+    requests: {
+      cpu: read('agent-cpu-request', p['agent-cpu-request']) ?? defaults.resources.cpuRequest,
+      memory: read('agent-memory-request', p['agent-memory-request']) ?? defaults.resources.memoryRequest,
+    },
+    limits: {
+      ...(cpuLimit ? { cpu: cpuLimit } : {}),
+      memory: read('agent-memory-limit', p['agent-memory-limit']) ?? defaults.resources.memoryLimit,
+    },
+  };
+  const volumeSizeLimit = read('volume-size-limit', p['volume-size-limit']) ?? defaults.volumeSizeLimit;
+  const providerEnv = [
+    ['AWS_REGION', read('aws-region', p['aws-region']) ?? defaults.cluster.awsRegion],
+    ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? defaults.cluster.gcpProject],
+    ['VAULT_ADDR', defaults.cluster.vaultAddr],
+    ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? defaults.cluster.vaultRole],
+    ['VAULT_AUTH_MOUNT', defaults.cluster.vaultAuthMount],
+  ]
+    .filter((e): e is [string, string] => e[1] !== undefined)
+    .map(([name, value]) => ({ name, value }));
+
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  return {
+    mode: mode!,
+    secrets,
+    mountPath: mountPath!,
+    ...(containers ? { containers } : {}),
+    agentSettings,
+    httpPort: addr.port,
+    resources,
+    runAsUser,
+    ...(podGroup !== undefined ? { runAsGroup: podGroup } : {}),
+    volumeSizeLimit,
+    providerEnv,
+    shareProcessNamespace: wantsSignal,
+  };
+}
+
+function parseSecretFiles(
+  fileValues: ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>,
+  errors: ConfigError[],
+): SecretFileRequest[] {
+  const secrets: SecretFileRequest[] = [];
+  for (const file of [...fileValues.keys()].sort()) {
+    const values = fileValues.get(file)!;
+    const key = (name: FileAnnotationName) => `${PREFIX}${name}-${file}`;
+    const ref = values.get('secret');
+    if (ref === undefined) {
+      for (const name of values.keys())
+        errors.push(
+          new ConfigError(
+            key(name),
+            `configures file ${quote(file)}, but ${key('secret')} is not set`,
+            `add ${key('secret')}: <reference>, or remove this annotation`,
+          ),
+        );
+      continue;
+    }
+    const get = (name: FileAnnotationName): unknown => {
+      const raw = values.get(name);
+      return raw === undefined
+        ? undefined
+        : attempt(errors, () => FILE_ANNOTATIONS[name].parse(raw, key(name)));
+    };
+    const okRef = get('secret');
+    const format = (get('format') as SecretFormat | undefined) ?? 'raw';
+    const path = values.has('path') ? (get('path') as string | undefined) : file;
+    const mode = get('file-mode') as string | undefined;
+    const refreshInterval = get('refresh-interval') as string | undefined;
+    if (path === '' && format !== 'split') {
+      errors.push(
+        new ConfigError(
+          key('path'),
+          '"." (the top level) is only for format split',
+          `name a file, e.g. ${file}`,
+        ),
+      );
+      continue;
+    }
+    if (okRef === undefined || path === undefined) continue;
+    if (
+      (values.has('file-mode') && mode === undefined) ||
+      (values.has('refresh-interval') && refreshInterval === undefined)
+    )
+      continue;
+    secrets.push({
+      file,
+      annotation: key('secret'),
+      ref,
+      path,
+      format,
+      ...(mode !== undefined ? { mode } : {}),
+      ...(refreshInterval !== undefined ? { refreshInterval } : {}),
+    });
+  }
+  const conflict = findPathConflict(secrets.filter((s) => s.path !== '').map((s) => s.path));
+  if (conflict) {
+    const [first, second] = conflict;
+    const holders = (path: string) => secrets.filter((s) => s.path === path).map((s) => s.annotation);
+    const culprit = first === second ? holders(second)[1]! : holders(second)[0]!;
+    errors.push(
+      new ConfigError(
+        culprit,
+        first === second
+          ? `writes ${quote(first)}, which ${holders(first)[0]} writes too`
+          : `writes ${quote(second)}, which needs ${quote(first)} as a directory, but ${holders(first)[0]} writes a file there`,
+        'give every file its own path (set secret-agent.io/path-<file>)',
+      ),
+    );
+  }
+  return secrets;
+}
+
+function attempt<T>(errors: ConfigError[], parse: () => T): T | undefined {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      errors.push(e);
+      return undefined;
+    }
+    throw e;
+  }
+}
+
+function overlaps(a: string, b: string): boolean {
+  const norm = (p: string) => (p.length > 1 ? p.replace(/\/+$/, '') : p);
+  const [x, y] = [norm(a), norm(b)];
+  return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
+}
+
+function positiveInteger(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined;
+}
+
+function nonNegativeInteger(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
+}
+
+/** The known pod-wide annotation within two edits of a mistyped one, for the error's fix. */
+function closestName(name: string): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const known of Object.keys(POD_ANNOTATIONS)) {
+    const d = editDistance(name, known);
+    if (d <= 2 && (!best || d < best.distance)) best = { name: known, distance: d };
+  }
+  return best?.name;
+}
+
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
+}

@@ -1,0 +1,354 @@
+import { AGENT_SETTINGS, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { ConfigError, quote } from '../agent/contract/errors.ts';
+import { validateRelativePath } from '../agent/contract/path.ts';
+
+/**
+ * The webhook's public surface on pods, declared once as data: every annotation with its value
+ * type, default, parser and one-line doc. Parsing, validation messages and the README table all
+ * come from these tables (a test keeps docs/webhook.md equal to renderAnnotationTable()).
+ */
+
+export const PREFIX = 'secret-agent.io/';
+
+/** The label the MutatingWebhookConfiguration's objectSelector matches (see deploy/base). */
+export const OPT_IN_LABEL = `${PREFIX}inject`;
+
+/** Written by the webhook on every pod it mutated; a pod carrying it is never mutated again. */
+export const STATUS_ANNOTATION = `${PREFIX}status`;
+export const STATUS_INJECTED = 'injected';
+
+/** Container names the webhook adds; a pod that already uses one cannot be injected. */
+export const AGENT_CONTAINER = 'secret-agent';
+export const AGENT_INIT_CONTAINER = 'secret-agent-init';
+
+export type InjectionMode = 'init' | 'sidecar' | 'init+sidecar';
+
+export interface Annotation<T> {
+  /** Type of the value, as the docs show it. */
+  readonly type: string;
+  /** The default as written in an annotation; undefined means unset unless the pod sets it. */
+  readonly default: string | undefined;
+  readonly doc: string;
+  readonly parse: (text: string, field: string) => T;
+  /** The agent env var the value is passed through to unchanged (after validation). */
+  readonly env?: keyof typeof AGENT_SETTINGS;
+}
+
+function annotation<T>(a: Annotation<T>): Annotation<T> {
+  return a;
+}
+
+/** An annotation that is an agent env var under another name: parsed by the agent's own parser. */
+function agentSetting<K extends keyof typeof AGENT_SETTINGS>(
+  env: K,
+  type: string,
+  doc: string,
+): Annotation<string> {
+  const setting = AGENT_SETTINGS[env];
+  return {
+    type,
+    // Shown in the docs; never applied here: the agent applies its own default when the env is unset.
+    default: setting.default,
+    doc: `${doc} Passed to the agent as \`${env}\`.`,
+    env,
+    parse: (text, field) => {
+      setting.parse(text, field);
+      return text;
+    },
+  };
+}
+
+function boolean(text: string, field: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new ConfigError(field, `${quote(text)} is not a boolean`, 'set it to "true" or "false"');
+}
+
+const MODES: readonly InjectionMode[] = ['init', 'sidecar', 'init+sidecar'];
+
+function injectionMode(text: string, field: string): InjectionMode {
+  if ((MODES as readonly string[]).includes(text)) return text as InjectionMode;
+  throw new ConfigError(field, `${quote(text)} is not an injection mode`, `use one of ${MODES.join(', ')}`);
+}
+
+export function absolutePath(text: string, field: string): string {
+  if (!text.startsWith('/') || text.length > 1024 || /[\0\n\\:]/.test(text) || text.split('/').includes('..'))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not an absolute path without .. segments`,
+      'use an absolute path such as /etc/secrets',
+    );
+  return text.length > 1 ? text.replace(/\/+$/, '') : text;
+}
+
+const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function containerList(text: string, field: string): readonly string[] {
+  const names = text
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  const bad = names.find((n) => !CONTAINER_NAME.test(n));
+  if (names.length === 0 || bad !== undefined)
+    throw new ConfigError(
+      field,
+      bad === undefined ? 'names no container' : `${quote(bad)} is not a container name`,
+      'list container names separated by commas, e.g. app,worker',
+    );
+  return [...new Set(names)];
+}
+
+/** Kubernetes resource quantity (a subset: plain decimal with an SI or binary suffix). */
+export function quantity(text: string, field: string): string {
+  if (!/^(?:\d{1,15}(?:\.\d{1,6})?|\.\d{1,6})(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a resource quantity`,
+      'write it like 50m, 64Mi or 1Gi',
+    );
+  return text;
+}
+
+export function userId(text: string, field: string): number {
+  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= 1 && n <= 2_147_483_647))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a non-root user id`,
+      'use a number from 1 to 2147483647 (the agent never runs as root)',
+    );
+  return n;
+}
+
+const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
+const GCP_PROJECT = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+
+function pattern(re: RegExp, what: string, example: string) {
+  return (text: string, field: string): string => {
+    if (!re.test(text))
+      throw new ConfigError(field, `${quote(text)} is not ${what}`, `write it like ${example}`);
+    return text;
+  };
+}
+
+/** Pod-wide annotations: `secret-agent.io/<name>`. */
+export const POD_ANNOTATIONS = {
+  inject: annotation({
+    type: 'bool',
+    default: 'false',
+    doc: 'Opt-in: `"true"` injects the agent. The pod also needs the label `secret-agent.io/inject: "true"`, or the API server never sends it to the webhook.',
+    parse: boolean,
+  }),
+  status: annotation({
+    type: 'string',
+    default: undefined,
+    doc: 'Set by the webhook to `injected` on pods it mutated; a pod carrying it is left alone (reinvocation, re-admission). Do not set it yourself.',
+    parse: (text) => text,
+  }),
+  mode: annotation({
+    type: '`init` \\| `sidecar` \\| `init+sidecar`',
+    default: 'init+sidecar',
+    doc: '`init`: write the files once before the app starts. `sidecar`: keep them fresh while the app runs (the app may start first). `init+sidecar`: both; one native sidecar where the cluster has them.',
+    parse: injectionMode,
+  }),
+  'mount-path': annotation({
+    type: 'absolute path',
+    default: '/etc/secrets',
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var.',
+    parse: absolutePath,
+  }),
+  containers: annotation({
+    type: 'comma-separated names',
+    default: undefined,
+    doc: 'Containers and init containers that get the mount and `SECRETS_DIR`. Default: all of them.',
+    parse: containerList,
+  }),
+  'file-mode': agentSetting(
+    'FILE_MODE',
+    'octal mode',
+    'Default mode of the written files (0400: readable only by the agent’s user, which is the pod’s runAsUser).',
+  ),
+  'refresh-interval': agentSetting(
+    'REFRESH_INTERVAL',
+    'duration',
+    'How often the sidecar checks each secret for a new version.',
+  ),
+  'init-deadline': agentSetting(
+    'INIT_DEADLINE',
+    'duration',
+    'How long the first fetch retries transient errors.',
+  ),
+  'log-level': agentSetting('LOG_LEVEL', 'pino level', 'The agent’s log level.'),
+  'rotation-signal': agentSetting(
+    'ROTATION_SIGNAL',
+    'signal',
+    'Signal sent to the app after a rotation; needs rotation-signal-process or -pidfile. Turns on `shareProcessNamespace` (denied if the pod sets it to false).',
+  ),
+  'rotation-signal-process': agentSetting(
+    'ROTATION_SIGNAL_PROCESS',
+    'process name',
+    'Name of the process to signal.',
+  ),
+  'rotation-signal-pidfile': agentSetting(
+    'ROTATION_SIGNAL_PIDFILE',
+    'absolute path',
+    'File holding the PID to signal.',
+  ),
+  'rotation-http-url': agentSetting(
+    'ROTATION_HTTP_URL',
+    '`[METHOD] URL`',
+    'HTTP request made after a rotation, e.g. `POST http://127.0.0.1:8080/-/reload`.',
+  ),
+  'rotation-command': agentSetting(
+    'ROTATION_COMMAND',
+    'command',
+    'Command the agent runs (no shell) after a rotation.',
+  ),
+  'restart-on-change': agentSetting(
+    'RESTART_ON_CHANGE',
+    'bool',
+    'Restart the pod’s owner after a rotation; needs the agent RBAC (deploy/agent-rbac).',
+  ),
+  'restart-delete-bare-pod': agentSetting(
+    'RESTART_DELETE_BARE_POD',
+    'bool',
+    'With restart-on-change: delete a pod that has no owner.',
+  ),
+  'agent-http-addr': agentSetting(
+    'AGENT_HTTP_ADDR',
+    'HOST:PORT',
+    'Where the sidecar serves /healthz, /readyz and /metrics (default 0.0.0.0:8099). Move it when the port is taken; the host must be 0.0.0.0 or [::] for the kubelet’s probes.',
+  ),
+  'agent-cpu-request': annotation({
+    type: 'quantity',
+    default: undefined,
+    doc: 'The agent container’s CPU request (default: AGENT_CPU_REQUEST).',
+    parse: quantity,
+  }),
+  'agent-cpu-limit': annotation({
+    type: 'quantity',
+    default: undefined,
+    doc: 'The agent container’s CPU limit (default: AGENT_CPU_LIMIT, none).',
+    parse: quantity,
+  }),
+  'agent-memory-request': annotation({
+    type: 'quantity',
+    default: undefined,
+    doc: 'The agent container’s memory request (default: AGENT_MEMORY_REQUEST).',
+    parse: quantity,
+  }),
+  'agent-memory-limit': annotation({
+    type: 'quantity',
+    default: undefined,
+    doc: 'The agent container’s memory limit (default: AGENT_MEMORY_LIMIT).',
+    parse: quantity,
+  }),
+  'agent-run-as-user': annotation({
+    type: 'uid',
+    default: undefined,
+    doc: 'User the agent runs as. Default: the pod’s `securityContext.runAsUser` when it is set and not 0 (so 0400 files are readable by the app), else AGENT_RUN_AS_USER (65532). Never 0.',
+    parse: userId,
+  }),
+  'volume-size-limit': annotation({
+    type: 'quantity',
+    default: undefined,
+    doc: 'Size limit of the memory-medium volume (default: SECRETS_VOLUME_SIZE_LIMIT). Counts against the pod’s memory.',
+    parse: quantity,
+  }),
+  'aws-region': annotation({
+    type: 'region',
+    default: undefined,
+    doc: 'AWS region for `aws:NAME` references (default: AGENT_AWS_REGION). Passed as `AWS_REGION`.',
+    parse: pattern(AWS_REGION, 'an AWS region', 'eu-west-1'),
+  }),
+  'gcp-project': annotation({
+    type: 'project id',
+    default: undefined,
+    doc: 'GCP project for `gcp:SECRET` references (default: AGENT_GCP_PROJECT). Passed as `GCP_PROJECT`.',
+    parse: pattern(GCP_PROJECT, 'a GCP project id', 'my-project'),
+  }),
+  'vault-role': annotation({
+    type: 'role name',
+    default: undefined,
+    doc: 'Vault Kubernetes-auth role (default: AGENT_VAULT_ROLE). The Vault address and auth mount are cluster settings only. Passed as `VAULT_ROLE`.',
+    parse: pattern(/^[A-Za-z0-9_.@-]{1,128}$/, 'a Vault role name', 'my-app'),
+  }),
+} as const;
+
+export type PodAnnotationName = keyof typeof POD_ANNOTATIONS;
+
+/**
+ * Per-file annotations: `secret-agent.io/<setting>-<file>`. `<file>` is the name after the prefix;
+ * annotation names cannot hold `/`, so `path-<file>` moves a file into a sub-directory.
+ */
+export const FILE_ANNOTATIONS = {
+  secret: annotation({
+    type: 'reference',
+    default: undefined,
+    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path.',
+    parse: (text, field) => (SECRET_SETTINGS.REF.parse(text, field), text),
+  }),
+  path: annotation({
+    type: 'relative path',
+    default: '`<file>`',
+    doc: 'Path of the file inside the mount path, sub-directories allowed (e.g. `db/password`), never escaping it. For `format-<file>: split`, the directory the keys go into; `.` means the top level.',
+    parse: (text, field) => (text === '.' ? '' : validateRelativePath(text, field)),
+  }),
+  format: annotation({
+    type: '`raw` \\| `split` \\| `dotenv`',
+    default: 'raw',
+    doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT).',
+    parse: (text, field) => SECRET_SETTINGS.FORMAT.parse(text, field),
+  }),
+  'file-mode': annotation({
+    type: 'octal mode',
+    default: '`file-mode`',
+    doc: 'Mode of this file.',
+    parse: (text, field) => (SECRET_SETTINGS.MODE.parse(text, field), text),
+  }),
+  'refresh-interval': annotation({
+    type: 'duration',
+    default: '`refresh-interval`',
+    doc: 'Sidecar refresh period of this file.',
+    parse: (text, field) => (SECRET_SETTINGS.REFRESH_INTERVAL.parse(text, field), text),
+  }),
+} as const;
+
+export type FileAnnotationName = keyof typeof FILE_ANNOTATIONS;
+
+/** Longest first, so `file-mode-x` is never read as something shorter. */
+export const FILE_ANNOTATION_PREFIXES = (Object.keys(FILE_ANNOTATIONS) as FileAnnotationName[])
+  .map((name) => ({ name, prefix: `${name}-` }))
+  .sort((a, b) => b.prefix.length - a.prefix.length);
+
+/** The name part rules Kubernetes applies to annotation keys. */
+export const FILE_NAME = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+/** Reads `secret-agent.io/<key>` as a file annotation: which setting, which file. */
+export function matchFileAnnotation(key: string): { name: FileAnnotationName; file: string } | undefined {
+  for (const { name, prefix } of FILE_ANNOTATION_PREFIXES) {
+    if (key.startsWith(prefix) && key.length > prefix.length) return { name, file: key.slice(prefix.length) };
+  }
+  return undefined;
+}
+
+function escapeCell(text: string): string {
+  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+}
+
+/** The annotation reference as a markdown table (README / docs/webhook.md). */
+export function renderAnnotationTable(): string {
+  const rows = [
+    '| Annotation | Type | Default | Description |',
+    '| --- | --- | --- | --- |',
+    ...Object.entries(POD_ANNOTATIONS).map(
+      ([name, a]) =>
+        `| \`${PREFIX}${name}\` | ${a.type} | ${a.default === undefined ? '' : `\`${a.default}\``} | ${escapeCell(a.doc)} |`,
+    ),
+    ...Object.entries(FILE_ANNOTATIONS).map(
+      ([name, a]) =>
+        `| \`${PREFIX}${name}-<file>\` | ${a.type} | ${a.default === undefined ? '' : a.default.startsWith('`') ? a.default : `\`${a.default}\``} | ${escapeCell(a.doc)} |`,
+    ),
+  ];
+  return `${rows.join('\n')}\n`;
+}

@@ -1,0 +1,404 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { parseDuration } from '../agent/contract/duration.ts';
+import { ConfigError, ConfigErrors, quote } from '../agent/contract/errors.ts';
+import type { LogLevel } from '../agent/contract/env.ts';
+import { absolutePath, quantity, userId } from './annotations.ts';
+
+/**
+ * The webhook's own configuration, declared once as data like the agent's env: name, default,
+ * parser, doc. Read from env, optionally from a YAML file (WEBHOOK_CONFIG_FILE, same keys);
+ * env wins over the file. renderWebhookEnvTable() turns it into the docs table.
+ */
+
+interface Setting<T> {
+  readonly default: string | undefined;
+  readonly doc: string;
+  readonly parse: (text: string, field: string) => T;
+}
+
+function setting<T>(s: Setting<T>): Setting<T> {
+  return s;
+}
+
+function oneOf<const T extends string>(values: readonly T[]) {
+  return (text: string, field: string): T => {
+    if ((values as readonly string[]).includes(text)) return text as T;
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not one of ${values.join(', ')}`,
+      `set it to one of ${values.join(', ')}`,
+    );
+  };
+}
+
+function port(text: string, field: string): number {
+  const n = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= 0 && n <= 65535))
+    throw new ConfigError(field, `${quote(text)} is not a port`, 'use 1 to 65535 (0: any free port)');
+  return n;
+}
+
+function nonEmpty(text: string, field: string): string {
+  if (text.trim() === '') throw new ConfigError(field, 'is empty', 'set a value');
+  return text;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+function dnsLabel(text: string, field: string): string {
+  if (!DNS_LABEL.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a Kubernetes name`,
+      'use lower-case letters, digits and -',
+    );
+  return text;
+}
+
+function duration(min: number) {
+  return (text: string, field: string): number => {
+    const ms = parseDuration(text);
+    if (ms === undefined || ms < min)
+      throw new ConfigError(
+        field,
+        `${quote(text)} is not a duration of at least ${min / 1000}s`,
+        'write it like 24h or 720h',
+      );
+    return ms;
+  };
+}
+
+function optionalQuantity(text: string, field: string): string | undefined {
+  return text === '' ? undefined : quantity(text, field);
+}
+
+function image(text: string, field: string): string {
+  if (!/^[a-z0-9][a-zA-Z0-9._\-/:@]*$/.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not an image reference`,
+      'use e.g. ghcr.io/example/secret-agent:0.1.0',
+    );
+  return text;
+}
+
+export const WEBHOOK_SETTINGS = {
+  WEBHOOK_PORT: setting({ default: '8443', doc: 'HTTPS port.', parse: port }),
+  WEBHOOK_HOST: setting({ default: '0.0.0.0', doc: 'Address the HTTPS server binds.', parse: nonEmpty }),
+  WEBHOOK_NAMESPACE: setting({
+    default: 'secret-agent',
+    doc: 'The webhook’s own namespace (downward API): pods there are never injected; the self-managed Secret lives there.',
+    parse: dnsLabel,
+  }),
+  TLS_MODE: setting({
+    default: 'file',
+    doc: '`file`: serve TLS_CERT_FILE / TLS_KEY_FILE and reload them on change (cert-manager). `self-managed`: generate a CA and serving cert, keep them in a Secret, patch the caBundle.',
+    parse: oneOf(['file', 'self-managed'] as const),
+  }),
+  TLS_CERT_FILE: setting({
+    default: '/etc/webhook/tls/tls.crt',
+    doc: 'PEM certificate chain (file mode).',
+    parse: absolutePath,
+  }),
+  TLS_KEY_FILE: setting({
+    default: '/etc/webhook/tls/tls.key',
+    doc: 'PEM private key (file mode).',
+    parse: absolutePath,
+  }),
+  TLS_SECRET_NAME: setting({
+    default: 'secret-agent-webhook-tls',
+    doc: 'Self-managed mode: the Secret holding the CA and serving cert.',
+    parse: dnsLabel,
+  }),
+  WEBHOOK_SERVICE_NAME: setting({
+    default: 'secret-agent-webhook',
+    doc: 'Self-managed mode: the Service name the serving cert is issued for.',
+    parse: dnsLabel,
+  }),
+  WEBHOOK_CONFIGURATION_NAME: setting({
+    default: 'secret-agent',
+    doc: 'Self-managed mode: the MutatingWebhookConfiguration whose caBundle is kept current.',
+    parse: dnsLabel,
+  }),
+  CERT_VALIDITY: setting({
+    default: '168h',
+    doc: 'Self-managed mode: lifetime of a serving cert; renewed when a third of it is left.',
+    parse: duration(3_600_000),
+  }),
+  CA_VALIDITY: setting({
+    default: '8760h',
+    doc: 'Self-managed mode: lifetime of the CA; renewed when a third is left, the old CA staying in the caBundle until it expires.',
+    parse: duration(3_600_000),
+  }),
+  AGENT_IMAGE: setting({
+    default: undefined,
+    doc: 'Required. The agent image injected into pods (pods cannot choose it).',
+    parse: image,
+  }),
+  AGENT_IMAGE_PULL_POLICY: setting({
+    default: 'IfNotPresent',
+    doc: 'imagePullPolicy of the agent container.',
+    parse: oneOf(['Always', 'IfNotPresent', 'Never'] as const),
+  }),
+  NATIVE_SIDECARS: setting({
+    default: 'true',
+    doc: '`true` when every node runs Kubernetes ≥ 1.29: init+sidecar becomes one native sidecar. `false`: an init container plus a classic sidecar.',
+    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+  }),
+  AGENT_RUN_AS_USER: setting({
+    default: '65532',
+    doc: 'The agent’s uid when the pod sets no runAsUser.',
+    parse: userId,
+  }),
+  AGENT_CPU_REQUEST: setting({ default: '10m', doc: 'Default agent CPU request.', parse: quantity }),
+  AGENT_CPU_LIMIT: setting({
+    default: '',
+    doc: 'Default agent CPU limit (empty: none, to avoid throttling the cold start).',
+    parse: optionalQuantity,
+  }),
+  AGENT_MEMORY_REQUEST: setting({ default: '48Mi', doc: 'Default agent memory request.', parse: quantity }),
+  AGENT_MEMORY_LIMIT: setting({ default: '128Mi', doc: 'Default agent memory limit.', parse: quantity }),
+  SECRETS_VOLUME_SIZE_LIMIT: setting({
+    default: '8Mi',
+    doc: 'Default sizeLimit of the memory-medium secrets volume.',
+    parse: quantity,
+  }),
+  AGENT_AWS_REGION: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as AWS_REGION.',
+    parse: nonEmpty,
+  }),
+  AGENT_GCP_PROJECT: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as GCP_PROJECT.',
+    parse: nonEmpty,
+  }),
+  AGENT_VAULT_ADDR: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_ADDR (cluster only: a pod cannot redirect its token elsewhere).',
+    parse: nonEmpty,
+  }),
+  AGENT_VAULT_ROLE: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as VAULT_ROLE.',
+    parse: nonEmpty,
+  }),
+  AGENT_VAULT_AUTH_MOUNT: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only).',
+    parse: nonEmpty,
+  }),
+  LOG_LEVEL: setting({
+    default: 'info',
+    doc: 'The webhook’s pino log level.',
+    parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
+  }),
+  WEBHOOK_CONFIG_FILE: setting({
+    default: undefined,
+    doc: 'YAML file with any of these settings (same names as keys); env wins.',
+    parse: absolutePath,
+  }),
+} as const;
+
+export type WebhookSettingName = keyof typeof WEBHOOK_SETTINGS;
+
+export interface ClusterDefaults {
+  readonly awsRegion?: string;
+  readonly gcpProject?: string;
+  readonly vaultAddr?: string;
+  readonly vaultRole?: string;
+  readonly vaultAuthMount?: string;
+}
+
+/** What rendering needs: the part of the config that shapes patches. */
+export interface InjectionDefaults {
+  readonly agentImage: string;
+  readonly imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
+  readonly nativeSidecars: boolean;
+  readonly runAsUser: number;
+  readonly resources: {
+    readonly cpuRequest: string;
+    readonly cpuLimit?: string;
+    readonly memoryRequest: string;
+    readonly memoryLimit: string;
+  };
+  readonly volumeSizeLimit: string;
+  readonly cluster: ClusterDefaults;
+  /** Never inject here. */
+  readonly ownNamespace: string;
+}
+
+export interface WebhookConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly logLevel: LogLevel;
+  readonly tls:
+    | { readonly mode: 'file'; readonly certFile: string; readonly keyFile: string }
+    | {
+        readonly mode: 'self-managed';
+        readonly secretName: string;
+        readonly serviceName: string;
+        readonly webhookConfigurationName: string;
+        readonly certValidityMs: number;
+        readonly caValidityMs: number;
+      };
+  readonly injection: InjectionDefaults;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Reads the YAML config file named by WEBHOOK_CONFIG_FILE into env-shaped text values. */
+function readConfigFile(path: string): Record<string, string> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw new ConfigErrors([
+      new ConfigError(
+        'WEBHOOK_CONFIG_FILE',
+        `${quote(path)} could not be read as YAML (${(e as Error).name})`,
+        'point it at a readable YAML mapping',
+      ),
+    ]);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new ConfigErrors([
+      new ConfigError('WEBHOOK_CONFIG_FILE', 'is not a YAML mapping', 'write NAME: value lines'),
+    ]);
+  const out: Record<string, string> = {};
+  const errors: ConfigError[] = [];
+  for (const [key, value] of Object.entries(doc)) {
+    if (!Object.hasOwn(WEBHOOK_SETTINGS, key) || key === 'WEBHOOK_CONFIG_FILE') {
+      errors.push(
+        new ConfigError(
+          `${path}: ${key}`,
+          'is not a webhook setting',
+          `use one of ${Object.keys(WEBHOOK_SETTINGS).join(', ')}`,
+        ),
+      );
+    } else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+      out[key] = String(value);
+    } else {
+      errors.push(new ConfigError(`${path}: ${key}`, 'is not a scalar', 'write a string, number or boolean'));
+    }
+  }
+  if (errors.length) throw new ConfigErrors(errors);
+  return out;
+}
+
+/** Parses env (and the optional config file) into a typed config; throws ConfigErrors listing all problems. */
+export function parseWebhookConfig(env: Env): WebhookConfig {
+  const errors: ConfigError[] = [];
+  let file: Record<string, string> = {};
+  if (env.WEBHOOK_CONFIG_FILE !== undefined) {
+    try {
+      file = readConfigFile(absolutePath(env.WEBHOOK_CONFIG_FILE, 'WEBHOOK_CONFIG_FILE'));
+    } catch (e) {
+      if (e instanceof ConfigError) throw new ConfigErrors([e]);
+      throw e;
+    }
+  }
+  const read = <T>(name: WebhookSettingName, s: Setting<T>): T | undefined => {
+    const raw = env[name] ?? file[name] ?? s.default;
+    if (raw === undefined) return undefined;
+    try {
+      return s.parse(raw, name);
+    } catch (e) {
+      if (e instanceof ConfigError) {
+        errors.push(e);
+        return undefined;
+      }
+      throw e;
+    }
+  };
+  const s = WEBHOOK_SETTINGS;
+  const tlsMode = read('TLS_MODE', s.TLS_MODE);
+  const agentImage = read('AGENT_IMAGE', s.AGENT_IMAGE);
+  if (agentImage === undefined && !errors.some((e) => e.field === 'AGENT_IMAGE'))
+    errors.push(
+      new ConfigError(
+        'AGENT_IMAGE',
+        'is not set',
+        'set it to the agent image, e.g. ghcr.io/example/secret-agent:0.1.0',
+      ),
+    );
+  const values = {
+    port: read('WEBHOOK_PORT', s.WEBHOOK_PORT),
+    host: read('WEBHOOK_HOST', s.WEBHOOK_HOST),
+    namespace: read('WEBHOOK_NAMESPACE', s.WEBHOOK_NAMESPACE),
+    certFile: read('TLS_CERT_FILE', s.TLS_CERT_FILE),
+    keyFile: read('TLS_KEY_FILE', s.TLS_KEY_FILE),
+    secretName: read('TLS_SECRET_NAME', s.TLS_SECRET_NAME),
+    serviceName: read('WEBHOOK_SERVICE_NAME', s.WEBHOOK_SERVICE_NAME),
+    webhookConfigurationName: read('WEBHOOK_CONFIGURATION_NAME', s.WEBHOOK_CONFIGURATION_NAME),
+    certValidityMs: read('CERT_VALIDITY', s.CERT_VALIDITY),
+    caValidityMs: read('CA_VALIDITY', s.CA_VALIDITY),
+    imagePullPolicy: read('AGENT_IMAGE_PULL_POLICY', s.AGENT_IMAGE_PULL_POLICY),
+    nativeSidecars: read('NATIVE_SIDECARS', s.NATIVE_SIDECARS),
+    runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
+    cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
+    cpuLimit: read('AGENT_CPU_LIMIT', s.AGENT_CPU_LIMIT),
+    memoryRequest: read('AGENT_MEMORY_REQUEST', s.AGENT_MEMORY_REQUEST),
+    memoryLimit: read('AGENT_MEMORY_LIMIT', s.AGENT_MEMORY_LIMIT),
+    volumeSizeLimit: read('SECRETS_VOLUME_SIZE_LIMIT', s.SECRETS_VOLUME_SIZE_LIMIT),
+    logLevel: read('LOG_LEVEL', s.LOG_LEVEL),
+  };
+  const cluster: ClusterDefaults = {
+    ...optional('awsRegion', read('AGENT_AWS_REGION', s.AGENT_AWS_REGION)),
+    ...optional('gcpProject', read('AGENT_GCP_PROJECT', s.AGENT_GCP_PROJECT)),
+    ...optional('vaultAddr', read('AGENT_VAULT_ADDR', s.AGENT_VAULT_ADDR)),
+    ...optional('vaultRole', read('AGENT_VAULT_ROLE', s.AGENT_VAULT_ROLE)),
+    ...optional('vaultAuthMount', read('AGENT_VAULT_AUTH_MOUNT', s.AGENT_VAULT_AUTH_MOUNT)),
+  };
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  const v = values as { [K in keyof typeof values]: NonNullable<(typeof values)[K]> };
+  return {
+    port: v.port,
+    host: v.host,
+    logLevel: v.logLevel,
+    tls:
+      tlsMode === 'self-managed'
+        ? {
+            mode: 'self-managed',
+            secretName: v.secretName,
+            serviceName: v.serviceName,
+            webhookConfigurationName: v.webhookConfigurationName,
+            certValidityMs: v.certValidityMs,
+            caValidityMs: v.caValidityMs,
+          }
+        : { mode: 'file', certFile: v.certFile, keyFile: v.keyFile },
+    injection: {
+      agentImage: agentImage!,
+      imagePullPolicy: v.imagePullPolicy,
+      nativeSidecars: v.nativeSidecars,
+      runAsUser: v.runAsUser,
+      resources: {
+        cpuRequest: v.cpuRequest,
+        ...(values.cpuLimit ? { cpuLimit: values.cpuLimit } : {}),
+        memoryRequest: v.memoryRequest,
+        memoryLimit: v.memoryLimit,
+      },
+      volumeSizeLimit: v.volumeSizeLimit,
+      cluster,
+      ownNamespace: v.namespace,
+    },
+  };
+}
+
+function optional<K extends string>(key: K, value: string | undefined): { [P in K]?: string } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: string };
+}
+
+/** The webhook's env as a markdown table for docs/webhook.md. */
+export function renderWebhookEnvTable(): string {
+  const rows = [
+    '| Variable | Default | Description |',
+    '| --- | --- | --- |',
+    ...Object.entries(WEBHOOK_SETTINGS).map(
+      ([name, s]) =>
+        `| \`${name}\` | ${s.default === undefined || s.default === '' ? '' : `\`${s.default}\``} | ${s.doc.replace(/\|/g, '\\|')} |`,
+    ),
+  ];
+  return `${rows.join('\n')}\n`;
+}

@@ -1,0 +1,50 @@
+import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
+import type { InjectionMode } from './annotations.ts';
+
+/**
+ * The one typed, validated intermediate between a pod's annotations and the patch: everything the
+ * renderers need, with cluster defaults already applied. Built by admission/parse-annotations.ts.
+ */
+
+export interface SecretFileRequest {
+  /** The `<file>` part of `secret-agent.io/secret-<file>`. */
+  readonly file: string;
+  /** The full annotation key of the reference, which errors name. */
+  readonly annotation: string;
+  /** The reference as written (validated with the agent's grammar). References are not secrets. */
+  readonly ref: string;
+  /** Path inside the volume; '' only for `split` into the top level. */
+  readonly path: string;
+  readonly format: SecretFormat;
+  readonly mode?: string;
+  readonly refreshInterval?: string;
+}
+
+/** An agent setting the pod chose through an annotation, passed through unchanged. */
+export interface AgentSettingRequest {
+  readonly env: keyof typeof AGENT_SETTINGS;
+  readonly value: string;
+  readonly annotation: string;
+}
+
+export interface InjectionRequest {
+  readonly mode: InjectionMode;
+  readonly secrets: readonly SecretFileRequest[];
+  readonly mountPath: string;
+  /** Containers (and init containers) that get the mount; undefined means all. */
+  readonly containers?: readonly string[];
+  readonly agentSettings: readonly AgentSettingRequest[];
+  /** Where the sidecar listens, for its probes. */
+  readonly httpPort: number;
+  readonly resources: {
+    readonly requests: { readonly cpu: string; readonly memory: string };
+    readonly limits: { readonly cpu?: string; readonly memory: string };
+  };
+  readonly runAsUser: number;
+  readonly runAsGroup?: number;
+  readonly volumeSizeLimit: string;
+  /** Provider env for the agent: cluster defaults with the pod's safe overrides applied. */
+  readonly providerEnv: readonly { readonly name: string; readonly value: string }[];
+  /** Signal rotation needs to see the app's processes. */
+  readonly shareProcessNamespace: boolean;
+}

@@ -1,0 +1,45 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Outcome label of an admission request: a fixed set, never derived from request content. */
+export type RequestOutcome = 'injected' | 'skipped' | 'denied' | 'invalid' | 'error';
+
+export interface WebhookMetrics {
+  readonly registry: Registry;
+  readonly requests: Counter<'outcome'>;
+  readonly duration: Histogram<'outcome'>;
+  readonly tlsReloads: Counter<'result'>;
+  readonly certificateExpiry: Gauge;
+}
+
+/** One registry per server, so tests and several servers in one process do not share counters. */
+export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {}): WebhookMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'secret_agent_webhook_' });
+  return {
+    registry,
+    requests: new Counter({
+      name: 'secret_agent_webhook_admission_requests_total',
+      help: 'Admission requests by outcome: injected, skipped (not ours), denied (bad annotations), invalid (not an AdmissionReview), error.',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'secret_agent_webhook_admission_duration_seconds',
+      help: 'Time from the request arriving to the response being written.',
+      labelNames: ['outcome'],
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    tlsReloads: new Counter({
+      name: 'secret_agent_webhook_tls_reloads_total',
+      help: 'Serving certificate reloads by result (ok, failed: the previous certificate stays in use).',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    certificateExpiry: new Gauge({
+      name: 'secret_agent_webhook_certificate_expiry_timestamp_seconds',
+      help: 'notAfter of the serving certificate in use, as a Unix timestamp.',
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,88 @@
+import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
+import { parseDuration } from '../../agent/contract/duration.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../annotations.ts';
+import type { InjectionDefaults } from '../config.ts';
+import type { InjectionRequest } from '../injection-request.ts';
+import { renderAgentEnv, type EnvVar } from './agent-env.ts';
+
+export interface AgentContainer {
+  readonly name: string;
+  readonly image: string;
+  readonly imagePullPolicy: string;
+  readonly env: readonly EnvVar[];
+  readonly volumeMounts: readonly { readonly name: string; readonly mountPath: string }[];
+  readonly resources: InjectionRequest['resources'];
+  readonly securityContext: Record<string, unknown>;
+  readonly restartPolicy?: 'Always';
+  readonly startupProbe?: Record<string, unknown>;
+  readonly readinessProbe?: Record<string, unknown>;
+  readonly livenessProbe?: Record<string, unknown>;
+}
+
+/** Where the agent goes: first in initContainers, appended to containers, or both. */
+export interface AgentPlacement {
+  readonly initContainer?: AgentContainer;
+  readonly sidecar?: AgentContainer;
+}
+
+/**
+ * The agent container(s) for a request. init+sidecar on a cluster with native sidecars is ONE
+ * init container with restartPolicy Always: the kubelet starts the app only once its startupProbe
+ * (the agent's /readyz: every file written) passes, so secrets exist before the app starts.
+ */
+export function renderAgentContainers(
+  request: InjectionRequest,
+  defaults: InjectionDefaults,
+  volumeName: string,
+): AgentPlacement {
+  const container = (name: string, mode: AgentMode): AgentContainer => ({
+    name,
+    image: defaults.agentImage,
+    imagePullPolicy: defaults.imagePullPolicy,
+    env: renderAgentEnv(request, mode).env,
+    volumeMounts: [{ name: volumeName, mountPath: request.mountPath }],
+    resources: request.resources,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: request.runAsUser,
+      ...(request.runAsGroup !== undefined ? { runAsGroup: request.runAsGroup } : {}),
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+  });
+  const probe = (path: string, extra: Record<string, number>) => ({
+    httpGet: { path, port: request.httpPort, scheme: 'HTTP' },
+    timeoutSeconds: 1,
+    ...extra,
+  });
+  const deadline =
+    request.agentSettings.find((s) => s.env === 'INIT_DEADLINE')?.value ??
+    AGENT_SETTINGS.INIT_DEADLINE.default ??
+    '60s';
+  // The agent gives up after INIT_DEADLINE; the probe waits a little longer so the agent's own error wins.
+  const startupSeconds = Math.ceil(parseDuration(deadline)! / 1000) + 15;
+  const sidecar = (native: boolean, gate: boolean): AgentContainer => ({
+    ...container(AGENT_CONTAINER, 'sidecar'),
+    ...(native ? { restartPolicy: 'Always' as const } : {}),
+    ...(gate
+      ? { startupProbe: probe('/readyz', { periodSeconds: 1, failureThreshold: startupSeconds }) }
+      : {}),
+    readinessProbe: probe('/readyz', { periodSeconds: 10, failureThreshold: 3 }),
+    livenessProbe: probe('/healthz', { periodSeconds: 10, failureThreshold: 3 }),
+  });
+
+  switch (request.mode) {
+    case 'init':
+      return { initContainer: container(AGENT_INIT_CONTAINER, 'init') };
+    case 'sidecar':
+      return defaults.nativeSidecars
+        ? { initContainer: sidecar(true, false) }
+        : { sidecar: sidecar(false, false) };
+    case 'init+sidecar':
+      return defaults.nativeSidecars
+        ? { initContainer: sidecar(true, true) }
+        : { initContainer: container(AGENT_INIT_CONTAINER, 'init'), sidecar: sidecar(false, false) };
+  }
+}

@@ -1,0 +1,51 @@
+import { renderSecretEnv, type AgentMode, type AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import type { InjectionRequest } from '../injection-request.ts';
+
+/** A container env entry as the Pod API takes it. */
+export type EnvVar =
+  | { readonly name: string; readonly value: string }
+  | { readonly name: string; readonly valueFrom: { readonly fieldRef: { readonly fieldPath: string } } };
+
+/** Pod identity through the downward API: the agent sends it to backends for their audit logs. */
+const DOWNWARD: readonly [keyof typeof AGENT_SETTINGS, string][] = [
+  ['POD_NAME', 'metadata.name'],
+  ['POD_NAMESPACE', 'metadata.namespace'],
+  ['POD_UID', 'metadata.uid'],
+];
+
+/** Where each env var came from, so an agent-side error can name the annotation to fix. */
+export interface RenderedAgentEnv {
+  readonly env: readonly EnvVar[];
+  readonly sources: ReadonlyMap<string, string>;
+}
+
+/**
+ * The agent's env, rendered with the same contract module the agent parses it with. Names only
+ * (references, paths, settings): never a secret value.
+ */
+export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): RenderedAgentEnv {
+  const sources = new Map<string, string>();
+  const fixed = (name: keyof typeof AGENT_SETTINGS, value: string): EnvVar => ({ name, value });
+  const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', request.mountPath)];
+  for (const s of request.agentSettings) {
+    env.push(fixed(s.env, s.value));
+    sources.set(s.env, s.annotation);
+  }
+  const secretEnv = renderSecretEnv(
+    request.secrets.map((s) => ({
+      ref: s.ref,
+      filename: s.path,
+      format: s.format,
+      ...(s.mode !== undefined ? { mode: s.mode } : {}),
+      ...(s.refreshInterval !== undefined ? { refreshInterval: s.refreshInterval } : {}),
+    })),
+  );
+  for (const e of secretEnv) {
+    const index = Number(/^SECRET_(\d+)_/.exec(e.name)![1]);
+    sources.set(e.name, request.secrets[index]!.annotation);
+    env.push(e);
+  }
+  env.push(...request.providerEnv);
+  for (const [name, fieldPath] of DOWNWARD) env.push({ name, valueFrom: { fieldRef: { fieldPath } } });
+  return { env, sources };
+}

@@ -1,0 +1,76 @@
+import type { ContainerShape, PodShape } from '../admission/review.ts';
+import { STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
+import type { InjectionDefaults } from '../config.ts';
+import type { InjectionRequest } from '../injection-request.ts';
+import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
+import { renderAgentContainers } from './agent-containers.ts';
+
+/** The env var app containers read to find the files. */
+export const SECRETS_DIR_ENV = 'SECRETS_DIR';
+const VOLUME_NAME = 'secret-agent-secrets';
+
+/** A volume name the pod does not use yet: the base name, else the base name with a number. */
+export function chooseVolumeName(pod: PodShape): string {
+  const taken = new Set((pod.spec.volumes ?? []).map((v) => v.name));
+  if (!taken.has(VOLUME_NAME)) return VOLUME_NAME;
+  for (let i = 1; ; i++) if (!taken.has(`${VOLUME_NAME}-${i}`)) return `${VOLUME_NAME}-${i}`;
+}
+
+/**
+ * The JSON Patch that injects a request into a pod. Order matters: existing init containers are
+ * patched by their original indexes before the agent is inserted in front of them.
+ */
+export function renderPodPatch(
+  pod: PodShape,
+  request: InjectionRequest,
+  defaults: InjectionDefaults,
+): PatchOperation[] {
+  const ops: PatchOperation[] = [];
+  const volumeName = chooseVolumeName(pod);
+  const wanted = (c: ContainerShape) =>
+    request.containers === undefined || request.containers.includes(c.name);
+
+  ops.push(
+    addToArray(
+      pod.spec.volumes,
+      '/spec/volumes',
+      { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
+      'last',
+    ),
+  );
+  const mountInto = (list: readonly ContainerShape[], field: 'containers' | 'initContainers') => {
+    list.forEach((c, i) => {
+      if (!wanted(c)) return;
+      const base = pointer('spec', field, i);
+      ops.push(
+        addToArray(
+          c.volumeMounts,
+          `${base}/volumeMounts`,
+          { name: volumeName, mountPath: request.mountPath, readOnly: true },
+          'last',
+        ),
+      );
+      // An app that already names its own SECRETS_DIR keeps it.
+      if (!(c.env ?? []).some((e) => e.name === SECRETS_DIR_ENV))
+        ops.push(
+          addToArray(c.env, `${base}/env`, { name: SECRETS_DIR_ENV, value: request.mountPath }, 'last'),
+        );
+    });
+  };
+  mountInto(pod.spec.initContainers ?? [], 'initContainers');
+  mountInto(pod.spec.containers, 'containers');
+
+  const placement = renderAgentContainers(request, defaults, volumeName);
+  if (placement.initContainer)
+    ops.push(addToArray(pod.spec.initContainers, '/spec/initContainers', placement.initContainer, 'first'));
+  if (placement.sidecar)
+    ops.push(addToArray(pod.spec.containers, '/spec/containers', placement.sidecar, 'last'));
+  if (request.shareProcessNamespace && pod.spec.shareProcessNamespace !== true)
+    ops.push(setMember('/spec/shareProcessNamespace', true));
+  ops.push(
+    pod.metadata === undefined
+      ? setMember('/metadata', { annotations: { [STATUS_ANNOTATION]: STATUS_INJECTED } })
+      : addToObject(pod.metadata.annotations, '/metadata/annotations', STATUS_ANNOTATION, STATUS_INJECTED),
+  );
+  return ops;
+}

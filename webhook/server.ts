@@ -1,0 +1,150 @@
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { SecureContextOptions } from 'node:tls';
+import type { Logger } from '../agent/log.ts';
+import { admitPod } from './admission/admit-pod.ts';
+import { BadReviewError, decodeAdmissionReview } from './admission/review.ts';
+import type { InjectionDefaults } from './config.ts';
+import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
+
+/** The API server caps request bodies at 3 MiB; anything larger is not from it. */
+export const MAX_BODY_BYTES = 3 * 1024 * 1024;
+
+export interface WebhookServerOptions {
+  readonly tls: SecureContextOptions;
+  readonly defaults: InjectionDefaults;
+  readonly metrics: WebhookMetrics;
+  readonly log: Logger;
+  /** /readyz answers 200 only when this is true (e.g. the caBundle is patched in self-managed mode). */
+  readonly isReady?: () => boolean;
+}
+
+class HttpError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/**
+ * The HTTPS server: POST /mutate, GET /healthz, /readyz, /metrics. Certificates are swapped with
+ * server.setSecureContext(), which affects new connections only, so in-flight requests finish.
+ */
+export function createWebhookServer(options: WebhookServerOptions): Server {
+  const { metrics, log } = options;
+  const server = createServer({ ...options.tls, minVersion: 'TLSv1.2' }, (req, res) => {
+    const started = process.hrtime.bigint();
+    const finish = (outcome: RequestOutcome) => {
+      metrics.requests.inc({ outcome });
+      metrics.duration.observe({ outcome }, Number(process.hrtime.bigint() - started) / 1e9);
+    };
+    route(req, res, options, finish).catch((e: unknown) => {
+      const err = e as Error;
+      // Name and stack come from our code; request content never reaches an error message here.
+      log.error({ err: { name: err.name, stack: err.stack } }, 'request failed');
+      if (!res.headersSent) send(res, 500, { error: 'internal error' });
+      finish('error');
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 15_000;
+  server.on('tlsClientError', (err) =>
+    log.debug({ code: (err as NodeJS.ErrnoException).code }, 'TLS handshake failed'),
+  );
+  return server;
+}
+
+async function route(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: WebhookServerOptions,
+  finish: (outcome: RequestOutcome) => void,
+): Promise<void> {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/healthz') return sendText(res, 200, 'ok\n');
+  if (path === '/readyz') {
+    const ready = options.isReady?.() ?? true;
+    return sendText(res, ready ? 200 : 503, ready ? 'ready\n' : 'not ready\n');
+  }
+  if (path === '/metrics') {
+    const body = await options.metrics.registry.metrics();
+    res.writeHead(200, { 'content-type': options.metrics.registry.contentType });
+    res.end(body);
+    return;
+  }
+  if (path !== '/mutate') return send(res, 404, { error: 'not found: use POST /mutate' });
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    return send(res, 405, { error: 'use POST' });
+  }
+  try {
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
+    const body = await readBody(req, MAX_BODY_BYTES);
+    const request = decodeAdmissionReview(body);
+    const result = admitPod(request, options.defaults);
+    options.log.debug(
+      {
+        uid: request.uid,
+        namespace: request.namespace,
+        outcome: result.outcome,
+        ...(result.outcome === 'skipped' ? { reason: result.reason } : {}),
+        ...(result.outcome === 'denied' ? { annotations: result.errors.map((e) => e.field) } : {}),
+      },
+      'admission',
+    );
+    send(res, 200, result.review);
+    finish(result.outcome);
+  } catch (e) {
+    if (e instanceof BadReviewError || e instanceof HttpError) {
+      const status = e instanceof HttpError ? e.status : 400;
+      // Drain nothing more from an oversized body: close the connection instead.
+      if (status === 413) res.setHeader('connection', 'close');
+      send(res, status, { error: e.message });
+      finish('invalid');
+      return;
+    }
+    throw e;
+  }
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (declared > limit) {
+      reject(new HttpError(413, `the body is over ${limit} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off('data', onData);
+        req.pause();
+        reject(new HttpError(413, `the body is over ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendText(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}

@@ -1,0 +1,150 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:https';
+import type { Logger } from '../agent/log.ts';
+import type { WebhookConfig } from './config.ts';
+import { KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
+import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
+import { createWebhookServer } from './server.ts';
+import {
+  readCertificateFiles,
+  watchCertificateFiles,
+  type CertificateWatch,
+} from './tls/certificate-files.ts';
+import { SelfManagedTls } from './tls/self-managed.ts';
+
+export interface RunningWebhook {
+  readonly server: Server;
+  readonly port: number;
+  readonly metrics: WebhookMetrics;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  readonly log: Logger;
+  /** Self-managed mode only: how to reach the API server (in-cluster settings in production). */
+  readonly kubernetes?: () => KubernetesApiOptions;
+  /** Self-managed mode: how often the Secret and caBundle are reconciled. */
+  readonly reconcileIntervalMs?: number;
+  readonly defaultMetrics?: boolean;
+}
+
+/** Starts the HTTPS server with the configured TLS mode; resolves once it listens. */
+export async function startWebhook(config: WebhookConfig, options: StartOptions): Promise<RunningWebhook> {
+  const { log } = options;
+  const metrics = createWebhookMetrics({ defaultMetrics: options.defaultMetrics ?? false });
+  let ready = false;
+  let server: Server;
+  let stopTls: () => Promise<void>;
+
+  if (config.tls.mode === 'file') {
+    const { certFile, keyFile } = config.tls;
+    const first = readCertificateFiles(certFile, keyFile);
+    metrics.certificateExpiry.set(first.notAfter.getTime() / 1000);
+    server = createWebhookServer({
+      tls: first,
+      defaults: config.injection,
+      metrics,
+      log,
+      isReady: () => ready,
+    });
+    const watch: CertificateWatch = watchCertificateFiles(
+      certFile,
+      keyFile,
+      (pair) => {
+        server.setSecureContext({ cert: pair.cert, key: pair.key });
+        metrics.tlsReloads.inc({ result: 'ok' });
+        metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
+        log.info({ notAfter: pair.notAfter.toISOString() }, 'serving certificate reloaded');
+      },
+      (error) => {
+        metrics.tlsReloads.inc({ result: 'failed' });
+        log.warn(
+          { err: { name: error.name, message: error.message } },
+          'certificate files not usable yet; keeping the current pair',
+        );
+      },
+      log,
+    );
+    await watch.ready;
+    stopTls = () => watch.close();
+  } else {
+    if (!options.kubernetes) throw new Error('self-managed TLS needs Kubernetes API settings');
+    const tls = new SelfManagedTls({
+      api: new KubernetesApi(options.kubernetes()),
+      namespace: config.injection.ownNamespace,
+      secretName: config.tls.secretName,
+      serviceName: config.tls.serviceName,
+      webhookConfigurationName: config.tls.webhookConfigurationName,
+      certValidityMs: config.tls.certValidityMs,
+      caValidityMs: config.tls.caValidityMs,
+      log,
+    });
+    const first = await tls.reconcile();
+    let served = first.cert;
+    metrics.certificateExpiry.set(first.notAfter.getTime() / 1000);
+    server = createWebhookServer({
+      tls: first,
+      defaults: config.injection,
+      metrics,
+      log,
+      isReady: () => ready,
+    });
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const schedule = (ms: number) => {
+      if (stopped) return;
+      timer = setTimeout(() => {
+        tls.reconcile().then(
+          (m) => {
+            if (m.cert !== served) {
+              served = m.cert;
+              server.setSecureContext({ cert: m.cert, key: m.key });
+              metrics.tlsReloads.inc({ result: 'ok' });
+              metrics.certificateExpiry.set(m.notAfter.getTime() / 1000);
+              log.info({ notAfter: m.notAfter.toISOString() }, 'serving certificate rotated');
+            }
+            schedule(options.reconcileIntervalMs ?? 600_000);
+          },
+          (e: unknown) => {
+            metrics.tlsReloads.inc({ result: 'failed' });
+            log.warn(
+              { err: { name: (e as Error).name, message: (e as Error).message } },
+              'certificate reconcile failed; retrying',
+            );
+            schedule(30_000);
+          },
+        );
+      }, ms);
+      timer.unref();
+    };
+    schedule(options.reconcileIntervalMs ?? 600_000);
+    stopTls = async () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    };
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  ready = true;
+  const port = (server.address() as AddressInfo).port;
+  log.info({ port, tls: config.tls.mode }, 'webhook listening');
+  return {
+    server,
+    port,
+    metrics,
+    close: async () => {
+      ready = false;
+      await stopTls();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+    },
+  };
+}

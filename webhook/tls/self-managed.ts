@@ -1,0 +1,250 @@
+import { X509Certificate } from 'node:crypto';
+import type { Logger } from '../../agent/log.ts';
+import { KubernetesApiError, type KubernetesApi, type SecretObject } from '../kubernetes-api.ts';
+import { issueCertificateAuthority, issueServingCertificate, serviceDnsNames } from './issue-certificates.ts';
+
+/**
+ * Self-managed TLS for clusters without cert-manager. Every replica runs the same reconcile:
+ * read the Secret; if it is missing or due for renewal, compute the next state and write it with
+ * the resourceVersion it read (optimistic concurrency: one replica wins, the others get 409 and
+ * read the winner's); then make the webhook configuration's caBundle equal to the Secret's bundle.
+ *
+ * CA rotation takes two steps so no API server ever sees a serving cert it does not trust yet:
+ * a new CA first joins the bundle only (`ca-next`); it signs serving certs from the next serving
+ * cert renewal on, by which time the bundle has long been patched. An old CA stays in the bundle
+ * until it expires.
+ */
+
+export interface SelfManagedTlsOptions {
+  readonly api: KubernetesApi;
+  readonly namespace: string;
+  readonly secretName: string;
+  readonly serviceName: string;
+  readonly webhookConfigurationName: string;
+  readonly certValidityMs: number;
+  readonly caValidityMs: number;
+  readonly log: Logger;
+  /** Injectable so tests can move time forward. */
+  readonly now?: () => Date;
+}
+
+export interface ServingMaterial {
+  readonly cert: string;
+  readonly key: string;
+  /** PEM certificates the webhook configuration trusts. */
+  readonly caBundle: string;
+  readonly notAfter: Date;
+}
+
+interface KeyPair {
+  readonly cert: string;
+  readonly key: string;
+}
+
+interface StoredState {
+  readonly ca: KeyPair;
+  readonly next?: KeyPair;
+  readonly leaf: KeyPair;
+  readonly bundle: readonly string[];
+}
+
+const KEYS = {
+  leafCert: 'tls.crt',
+  leafKey: 'tls.key',
+  caCert: 'ca.crt',
+  caKey: 'ca.key',
+  nextCert: 'ca-next.crt',
+  nextKey: 'ca-next.key',
+  bundle: 'ca-bundle.crt',
+} as const;
+
+const MAX_ATTEMPTS = 5;
+
+function splitPem(pem: string): string[] {
+  return (
+    pem
+      .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n?/g)
+      ?.map((c) => c.trimEnd() + '\n') ?? []
+  );
+}
+
+function decode(data: Record<string, string> | undefined, key: string): string | undefined {
+  const v = data?.[key];
+  return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+}
+
+/** The Secret's state, or undefined when it is unusable (then it is replaced). */
+function readState(secret: SecretObject): StoredState | undefined {
+  const d = secret.data;
+  const get = (k: string) => decode(d, k);
+  const [caCert, caKey, leafCert, leafKey, bundle] = [
+    get(KEYS.caCert),
+    get(KEYS.caKey),
+    get(KEYS.leafCert),
+    get(KEYS.leafKey),
+    get(KEYS.bundle),
+  ];
+  if (!caCert || !caKey || !leafCert || !leafKey || !bundle) return undefined;
+  const nextCert = get(KEYS.nextCert);
+  const nextKey = get(KEYS.nextKey);
+  try {
+    new X509Certificate(caCert);
+    new X509Certificate(leafCert);
+  } catch {
+    return undefined;
+  }
+  return {
+    ca: { cert: caCert, key: caKey },
+    ...(nextCert && nextKey ? { next: { cert: nextCert, key: nextKey } } : {}),
+    leaf: { cert: leafCert, key: leafKey },
+    bundle: splitPem(bundle),
+  };
+}
+
+function toSecret(name: string, state: StoredState, resourceVersion?: string): SecretObject {
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name,
+      labels: { 'app.kubernetes.io/managed-by': 'secret-agent-webhook' },
+      ...(resourceVersion ? { resourceVersion } : {}),
+    },
+    type: 'kubernetes.io/tls',
+    data: {
+      [KEYS.leafCert]: b64(state.leaf.cert),
+      [KEYS.leafKey]: b64(state.leaf.key),
+      [KEYS.caCert]: b64(state.ca.cert),
+      [KEYS.caKey]: b64(state.ca.key),
+      ...(state.next ? { [KEYS.nextCert]: b64(state.next.cert), [KEYS.nextKey]: b64(state.next.key) } : {}),
+      [KEYS.bundle]: b64(state.bundle.join('')),
+    },
+  };
+}
+
+export class SelfManagedTls {
+  readonly #o: SelfManagedTlsOptions;
+
+  constructor(options: SelfManagedTlsOptions) {
+    this.#o = options;
+  }
+
+  /** Brings the Secret and the caBundle up to date; returns what this replica should serve. */
+  async reconcile(): Promise<ServingMaterial> {
+    const state = await this.#reconcileSecret();
+    const caBundle = state.bundle.join('');
+    await this.#syncCaBundle(caBundle);
+    return {
+      cert: state.leaf.cert,
+      key: state.leaf.key,
+      caBundle,
+      notAfter: new Date(new X509Certificate(state.leaf.cert).validTo),
+    };
+  }
+
+  async #reconcileSecret(): Promise<StoredState> {
+    const { api, namespace, secretName, log } = this.#o;
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const existing = await api.getSecret(namespace, secretName);
+      const current = existing ? readState(existing) : undefined;
+      const next = await this.#plan(current);
+      if (next === current) return current!;
+      try {
+        if (existing) {
+          await api.replaceSecret(
+            namespace,
+            toSecret(secretName, next, existing.metadata.resourceVersion ?? ''),
+          );
+        } else {
+          await api.createSecret(namespace, toSecret(secretName, next));
+        }
+        log.info({ secret: secretName, renewed: current !== undefined }, 'serving certificate written');
+        return next;
+      } catch (e) {
+        // Another replica wrote first: read what it wrote on the next pass.
+        if (e instanceof KubernetesApiError && e.status === 409) {
+          log.debug({ reason: e.reason, attempt }, 'lost the certificate write race; reading the winner');
+          continue;
+        }
+        throw e;
+      }
+    }
+    throw new Error(`the Secret ${namespace}/${secretName} kept changing during ${MAX_ATTEMPTS} attempts`);
+  }
+
+  /** The state to store: `current` itself when nothing is due, else a new object. */
+  async #plan(current: StoredState | undefined): Promise<StoredState> {
+    const { certValidityMs, caValidityMs, serviceName, namespace } = this.#o;
+    const now = (this.#o.now ?? (() => new Date()))();
+    const t = now.getTime();
+    const dnsNames = serviceDnsNames(serviceName, namespace);
+    const notAfter = (pem: string) => new Date(new X509Certificate(pem).validTo).getTime();
+    const issueLeaf = (ca: KeyPair) => issueServingCertificate(ca, dnsNames, now, certValidityMs);
+
+    if (!current || notAfter(current.ca.cert) <= t) {
+      const ca = await issueCertificateAuthority(`${serviceName}.${namespace} webhook CA`, now, caValidityMs);
+      return { ca, leaf: await issueLeaf(ca), bundle: [ca.cert] };
+    }
+    let { ca, next, leaf } = current;
+    let bundle = current.bundle.filter((pem) => notAfter(pem) > t);
+    let changed = bundle.length !== current.bundle.length;
+    const nextWasTrusted = next !== undefined && bundle.includes(next.cert);
+    if (!next && notAfter(ca.cert) - t < caValidityMs / 3) {
+      next = await issueCertificateAuthority(`${serviceName}.${namespace} webhook CA`, now, caValidityMs);
+      bundle = [...bundle, next.cert];
+      changed = true;
+    }
+    const leafCert = new X509Certificate(leaf.cert);
+    const leafDue =
+      notAfter(leaf.cert) - t < certValidityMs / 3 ||
+      !leafCert.verify(new X509Certificate(ca.cert).publicKey) ||
+      leafCert.checkHost(dnsNames[0]!) === undefined;
+    if (leafDue) {
+      if (next && nextWasTrusted) {
+        ca = next;
+        next = undefined;
+      }
+      leaf = await issueLeaf(ca);
+      changed = true;
+    }
+    if (!bundle.includes(ca.cert)) {
+      bundle = [ca.cert, ...bundle];
+      changed = true;
+    }
+    if (!changed) return current;
+    return { ca, ...(next ? { next } : {}), leaf, bundle };
+  }
+
+  /** Sets every webhook's caBundle in the configuration to `bundle` (base64 of the PEM list). */
+  async #syncCaBundle(bundle: string): Promise<void> {
+    const { api, webhookConfigurationName, log } = this.#o;
+    const desired = Buffer.from(bundle).toString('base64');
+    for (let attempt = 1; ; attempt++) {
+      const config = await api.getMutatingWebhookConfiguration(webhookConfigurationName);
+      const ops = (config.webhooks ?? []).flatMap((w, i) =>
+        w.clientConfig.caBundle === desired
+          ? []
+          : [
+              // The index must still be this webhook when the patch lands.
+              { op: 'test', path: `/webhooks/${i}/name`, value: w.name },
+              { op: 'add', path: `/webhooks/${i}/clientConfig/caBundle`, value: desired },
+            ],
+      );
+      if (ops.length === 0) return;
+      try {
+        await api.patchMutatingWebhookConfiguration(webhookConfigurationName, ops);
+        log.info({ configuration: webhookConfigurationName }, 'caBundle updated');
+        return;
+      } catch (e) {
+        if (
+          !(e instanceof KubernetesApiError) ||
+          e.status === 401 ||
+          e.status === 403 ||
+          attempt >= MAX_ATTEMPTS
+        )
+          throw e;
+      }
+    }
+  }
+}
