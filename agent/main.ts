@@ -1,21 +1,24 @@
 import packageJson from '../package.json' with { type: 'json' };
-import { parseAgentConfig } from './contract/env.ts';
+import { readConfigFile } from './contract/config-file.ts';
+import { parseAgentConfig, type AgentConfig } from './contract/env.ts';
 import { ConfigError, ConfigErrors } from './contract/errors.ts';
 import { createLogger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
 
 /**
- * Exit codes: 0 all secrets written; 1 a secret could not be delivered (nothing written);
- * 2 the configuration is invalid (nothing fetched).
+ * Exit codes: 0 all secrets written (init) or a clean stop (sidecar); 1 a secret could not be
+ * delivered (nothing written); 2 the configuration is invalid (nothing fetched); 70 internal error.
  */
 async function main(): Promise<number> {
-  let config;
+  let config: AgentConfig;
   try {
-    config = parseAgentConfig(process.env);
+    const file = process.env.AGENT_CONFIG_FILE;
+    config = parseAgentConfig(file ? { ...process.env, ...readConfigFile(file) } : process.env);
   } catch (e) {
-    if (e instanceof ConfigErrors) {
+    if (e instanceof ConfigErrors || e instanceof ConfigError) {
+      const errors = e instanceof ConfigErrors ? e.errors : [e];
       process.stderr.write(
-        `secret-agent: invalid configuration\n${e.errors.map((err) => `  ${err.message}\n`).join('')}`,
+        `secret-agent: invalid configuration\n${errors.map((err) => `  ${err.message}\n`).join('')}`,
       );
       return 2;
     }
@@ -36,14 +39,31 @@ async function main(): Promise<number> {
     'starting',
   );
   try {
+    if (config.mode === 'sidecar') {
+      // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
+      const [{ runSidecar }, { createNotifiers }] = await Promise.all([
+        import('./modes/sidecar.ts'),
+        import('./notify/create-notifiers.ts'),
+      ]);
+      return await runSidecar(config, {
+        log,
+        agentVersion: packageJson.version,
+        env: process.env,
+        createNotifiers,
+      });
+    }
     const result = await runInit(config, { log, agentVersion: packageJson.version });
     if (result.ok) return 0;
     process.stderr.write(formatFailureSummary(result.failures, config.secrets.length, config.secretsDir));
     return 1;
   } catch (e) {
-    if (e instanceof ConfigError) {
-      log.error({ field: e.field }, e.message);
-      process.stderr.write(`secret-agent: ${e.message}\n`);
+    // Problems only visible at start-up: the volume, or what a notifier needs (RESTART_ON_CHANGE).
+    if (e instanceof ConfigError || e instanceof ConfigErrors) {
+      const errors = e instanceof ConfigErrors ? e.errors : [e];
+      for (const err of errors) log.error({ field: err.field }, err.message);
+      process.stderr.write(
+        `secret-agent: invalid configuration\n${errors.map((err) => `  ${err.message}\n`).join('')}`,
+      );
       return 2;
     }
     throw e;

@@ -1,17 +1,20 @@
 /**
- * `npm run bench`: agent cold start (process start to exit) against the real moto server, with the
- * baselines measured in the same run, interleaved, so a noisy shared machine skews them alike:
+ * `npm run bench`: every figure in one report, each against a baseline measured in the same run.
+ * Agent cold start (process start to exit) against the real moto server, interleaved with:
  *   floor      node -e 0                         (Node's own start-up)
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
- * Figures are medians; ratios are what to compare across machines. Writes bench/results/latest.json.
+ * then the sidecar (bench/sidecar.ts). Figures are medians; ratios are what to compare across
+ * machines. Writes bench/results/latest.json. BENCH_ROUNDS, BENCH_SOAK_SECONDS tune the run.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startMoto } from '../test/support/moto.ts';
+import { benchSidecar } from './sidecar.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
+const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 180);
 const root = new URL('../', import.meta.url).pathname;
 const moto = await startMoto();
 const base = {
@@ -87,8 +90,10 @@ for (let round = 0; round < ROUNDS; round++) {
     samples.get(c.name)!.push(ms);
   }
 }
-await moto.stop();
 rmSync(dir, { recursive: true, force: true });
+console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
+const sidecar = await benchSidecar(moto, SOAK_SECONDS);
+await moto.stop();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const m = Object.fromEntries(cases.map((c) => [c.name, median(samples.get(c.name)!)]));
@@ -107,7 +112,13 @@ const ratios = {
     ? { oneSecretVsAwsCli: Number((one / m['aws secretsmanager get-secret-value']!).toFixed(2)) }
     : {}),
 };
-const targets = { oneSecretVsFloor: 1.5, tenSecretsVsOne: 1.2 };
+const targets = {
+  oneSecretVsFloor: 1.5,
+  tenSecretsVsOne: 1.2,
+  callsPerUnchangedCycle: 5,
+  propagationOverIntervalMs: 250,
+  sidecarRssMiB: 60,
+};
 
 console.log(
   `\nagent cold start, ${ROUNDS} interleaved rounds, medians (machine: ${process.platform} ${process.arch}, node ${process.version})\n`,
@@ -120,8 +131,21 @@ console.log(`| 10 secrets / 1 secret | ${ratios.tenSecretsVsOne} | ≤ ${targets
 if (hasAwsCli) console.log(`| 1 secret / aws CLI | ${ratios.oneSecretVsAwsCli} | |`);
 else console.log('(aws CLI not installed: its baseline was skipped)');
 
+console.log(`\nsidecar, 100 AWS secrets, REFRESH_INTERVAL=1s\n`);
+console.log('| figure | value | target |\n| --- | ---: | ---: |');
+console.log(
+  `| backend calls per unchanged cycle | ${sidecar.callsPerUnchangedCycle} | ≤ ${targets.callsPerUnchangedCycle} |`,
+);
+console.log(
+  `| rotation propagation, median / max (${sidecar.propagationMs.samples} rotations) | ${sidecar.propagationMs.median} / ${sidecar.propagationMs.max} ms | ≤ 1000 + ${targets.propagationOverIntervalMs} ms |`,
+);
+console.log(
+  `| RSS settled start → end (max) over ${sidecar.rss.seconds} s | ${sidecar.rss.startMiB} → ${sidecar.rss.endMiB} (${sidecar.rss.maxMiB}) MiB | ≤ ${targets.sidecarRssMiB} MiB, flat |`,
+);
+console.log(`| open fds start → end | ${sidecar.openFds.start} → ${sidecar.openFds.end} | flat |`);
+
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, targets }, null, 2)}\n`,
 );

@@ -7,6 +7,7 @@ import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
+import { METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { renderAnnotationTable } from '../webhook/annotations.ts';
 import { renderWebhookEnvTable } from '../webhook/config.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
@@ -51,6 +52,12 @@ export const README_TABLES: Record<string, () => string> = {
       ['Variable', 'Default', 'Meaning'],
       VAULT_ENV.map((v) => [code(v.name), v.default === '' ? '' : code(v.default), v.doc]),
     ),
+  'agent-metrics': () =>
+    table(
+      ['Metric', 'Type', 'Labels', 'Meaning'],
+      METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help]),
+    ) +
+    '\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag) prefixed `secret_agent_process_`.',
   'webhook-metrics': () => metricsTable(createWebhookMetrics().registry),
   annotations: () => renderAnnotationTable().trimEnd(),
   'webhook-env': () => renderWebhookEnvTable().trimEnd(),

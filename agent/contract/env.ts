@@ -43,6 +43,8 @@ export interface AgentConfig {
   readonly logLevel: LogLevel;
   readonly requireMemoryFs: boolean;
   readonly pod: PodIdentity;
+  /** Service-account token, ca.crt and namespace, for the Kubernetes API (restart-on-change). */
+  readonly serviceAccountDir: string;
   readonly sidecar: SidecarSettings;
 }
 
@@ -56,6 +58,7 @@ export interface SidecarSettings {
   readonly restartOnChange: boolean;
   readonly deleteBarePod: boolean;
   readonly configFile?: string;
+  readonly exitWithProcess?: string;
 }
 
 interface Setting<T> {
@@ -133,7 +136,7 @@ function httpTarget(text: string, field: string): { method: string; url: string 
 function listenAddress(text: string, field: string): { host: string; port: number } {
   const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:]*)):(\d{1,5})$/.exec(text);
   const port = m ? Number(m[3]) : NaN;
-  if (!m || port < 1 || port > 65535)
+  if (!m || port > 65535)
     throw new ConfigError(
       field,
       `${quote(text)} is not HOST:PORT`,
@@ -234,7 +237,7 @@ export const AGENT_SETTINGS = {
   }),
   AGENT_HTTP_ADDR: setting({
     default: '0.0.0.0:8099',
-    doc: 'Sidecar: where /healthz, /readyz and /metrics are served (HOST:PORT).',
+    doc: 'Sidecar: where /healthz, /readyz and /metrics are served (HOST:PORT; port 0 picks a free one, which the start-up log names).',
     parse: listenAddress,
   }),
   ROTATION_SIGNAL: setting({
@@ -269,12 +272,22 @@ export const AGENT_SETTINGS = {
   }),
   RESTART_DELETE_BARE_POD: setting({
     default: 'false',
-    doc: 'Sidecar, with RESTART_ON_CHANGE: delete a pod that has no owner to restart.',
+    doc: 'Sidecar, with RESTART_ON_CHANGE: delete a pod that has no owner to restart (nothing recreates a bare pod).',
     parse: boolean,
   }),
   AGENT_CONFIG_FILE: setting({
     default: undefined,
     doc: 'Sidecar: JSON or YAML file with the same settings as this table (env names as keys), watched and applied on change.',
+    parse: absolutePath,
+  }),
+  EXIT_WITH_PROCESS: setting({
+    default: undefined,
+    doc: 'Sidecar as a classic (non-native) sidecar in a Job: exit 0 once the process with this name (as in /proc/PID/comm; shared process namespace) has run and ended, so the Job can complete.',
+    parse: nonEmpty,
+  }),
+  SERVICE_ACCOUNT_DIR: setting({
+    default: '/var/run/secrets/kubernetes.io/serviceaccount',
+    doc: 'Sidecar, with RESTART_ON_CHANGE: where the pod’s service-account token and ca.crt are mounted.',
     parse: absolutePath,
   }),
   SECRET_ARN: setting({
@@ -386,6 +399,8 @@ export function parseAgentConfig(env: Env): AgentConfig {
   const restartOnChange = read('RESTART_ON_CHANGE', g.RESTART_ON_CHANGE);
   const deleteBarePod = read('RESTART_DELETE_BARE_POD', g.RESTART_DELETE_BARE_POD);
   const configFile = read('AGENT_CONFIG_FILE', g.AGENT_CONFIG_FILE);
+  const serviceAccountDir = read('SERVICE_ACCOUNT_DIR', g.SERVICE_ACCOUNT_DIR);
+  const exitWithProcess = read('EXIT_WITH_PROCESS', g.EXIT_WITH_PROCESS);
   if (signal && !signalProcess && !signalPidFile) {
     errors.push(
       new ConfigError(
@@ -529,6 +544,7 @@ export function parseAgentConfig(env: Env): AgentConfig {
     logLevel: logLevel!,
     requireMemoryFs: requireMemoryFs!,
     pod,
+    serviceAccountDir: serviceAccountDir!,
     sidecar: {
       refreshIntervalMs: refreshIntervalMs!,
       httpAddr: httpAddr!,
@@ -546,6 +562,7 @@ export function parseAgentConfig(env: Env): AgentConfig {
       restartOnChange: restartOnChange!,
       deleteBarePod: deleteBarePod!,
       ...(configFile ? { configFile } : {}),
+      ...(exitWithProcess ? { exitWithProcess } : {}),
     },
   };
 }

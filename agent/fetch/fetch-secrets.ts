@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { PodIdentity } from '../contract/env.ts';
 import { sourceKey, type ProviderName, type SecretReference } from '../contract/reference.ts';
 import type { Logger } from '../log.ts';
 import {
@@ -20,9 +19,11 @@ const ATTEMPT_TIMEOUT_MS = 20_000;
 export interface FetchOptions {
   readonly deadlineMs: number;
   readonly log: Logger;
-  readonly pod: PodIdentity;
-  readonly agentVersion: string;
   readonly backoff?: BackoffPolicy;
+  /** Stop after this many rounds (a sidecar refresh makes one; its scheduler backs off instead). */
+  readonly maxAttempts?: number;
+  /** Told about every provider call: for metrics. */
+  readonly observe?: (provider: ProviderName, durationMs: number, outcomes: readonly FetchOutcome[]) => void;
 }
 
 /** Providers loaded so far, one per backend, created on first use. */
@@ -75,10 +76,11 @@ export async function fetchSecrets(
   let pending = [...new Map(refs.map((r) => [sourceKey(r), r])).values()];
   const lastError = new Map<string, ProviderError>();
 
+  const maxAttempts = options.maxAttempts ?? Infinity;
   for (let attempt = 1; pending.length > 0; attempt++) {
     const remaining = deadline - Date.now();
     const signal = AbortSignal.timeout(Math.max(1, Math.min(remaining, ATTEMPT_TIMEOUT_MS)));
-    const round = await fetchRound(pending, providers, signal);
+    const round = await fetchRound(pending, providers, signal, options.observe);
 
     const retry: SecretReference[] = [];
     let permanent = false;
@@ -99,7 +101,7 @@ export async function fetchSecrets(
     if (pending.length === 0) break;
 
     const delay = backoffDelay(attempt, policy, retryAfterMs);
-    if (permanent || Date.now() + delay >= deadline) {
+    if (permanent || attempt >= maxAttempts || Date.now() + delay >= deadline) {
       for (const ref of pending)
         results.set(sourceKey(ref), { ok: false, error: lastError.get(sourceKey(ref))! });
       break;
@@ -122,6 +124,7 @@ async function fetchRound(
   refs: readonly SecretReference[],
   providers: ProviderSet,
   signal: AbortSignal,
+  observe: FetchOptions['observe'],
 ): Promise<FetchOutcome[]> {
   const byProvider = new Map<ProviderName, number[]>();
   refs.forEach((ref, i) => byProvider.set(ref.provider, [...(byProvider.get(ref.provider) ?? []), i]));
@@ -129,6 +132,7 @@ async function fetchRound(
   await Promise.all(
     [...byProvider].map(async ([name, indices]) => {
       let results: FetchOutcome[];
+      const started = performance.now();
       try {
         const provider = await providers.get(name);
         results = await provider.fetch(
@@ -139,6 +143,7 @@ async function fetchRound(
         const error = toProviderError(e);
         results = indices.map(() => ({ ok: false, error }));
       }
+      observe?.(name, performance.now() - started, results);
       indices.forEach((refIndex, j) => (outcomes[refIndex] = checkSize(results[j]!)));
     }),
   );

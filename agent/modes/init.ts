@@ -39,7 +39,7 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
     const outcomes = await fetchSecrets(
       config.secrets.map((s) => s.ref),
       providers,
-      { deadlineMs: config.initDeadlineMs, log, pod: config.pod, agentVersion },
+      { deadlineMs: config.initDeadlineMs, log },
     );
 
     const failures: SecretFailure[] = [];

@@ -108,30 +108,20 @@ export async function fetchEach<R>(
 export function toProviderError(e: unknown): ProviderError {
   if (e instanceof ProviderError) return e;
   const err = e as { name?: string; code?: string; message?: string };
+  const code = err?.code ?? err?.name ?? 'Error';
+  // Network codes first: clients wrap a reset connection in a TimeoutError, but it is not one.
+  if (NETWORK_CODES.includes(code)) {
+    return new ProviderError(
+      'unavailable',
+      `${code}: ${err.message ?? ''}`,
+      'check that the backend endpoint is reachable from the pod (network policy, DNS, proxy)',
+    );
+  }
   if (err?.name === 'AbortError' || err?.name === 'TimeoutError') {
     return new ProviderError(
       'timeout',
       'the request timed out',
       'check network reach to the backend; retried until the deadline',
-    );
-  }
-  const code = err?.code ?? err?.name ?? 'Error';
-  if (
-    [
-      'ECONNREFUSED',
-      'ECONNRESET',
-      'ENOTFOUND',
-      'EAI_AGAIN',
-      'ETIMEDOUT',
-      'EPIPE',
-      'EHOSTUNREACH',
-      'ENETUNREACH',
-    ].includes(code)
-  ) {
-    return new ProviderError(
-      'unavailable',
-      `${code}: ${err.message ?? ''}`,
-      'check that the backend endpoint is reachable from the pod (network policy, DNS, proxy)',
     );
   }
   return new ProviderError(
@@ -141,3 +131,16 @@ export function toProviderError(e: unknown): ProviderError {
     { transient: false },
   );
 }
+
+const NETWORK_CODES = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+];

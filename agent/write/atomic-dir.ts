@@ -111,6 +111,11 @@ export class AtomicDir {
     return join(this.dir, this.#link);
   }
 
+  /** Resolves once no write is in flight: a shutdown waits for it, so a swap is never cut short. */
+  idle(): Promise<void> {
+    return this.#queue.then(() => undefined);
+  }
+
   /** Replaces this set's files with `files`, atomically. Calls are serialised. */
   write(files: readonly FileEntry[]): Promise<void> {
     const run = this.#queue.then(() => this.#write(files));

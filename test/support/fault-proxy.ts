@@ -14,6 +14,7 @@ export interface RecordedRequest {
 export class FaultProxy {
   readonly requests: RecordedRequest[] = [];
   #faults: { status: number; type: string; message: string }[] = [];
+  #down = false;
   #server: Server;
   #upstream: URL;
 
@@ -29,6 +30,10 @@ export class FaultProxy {
           headers: req.headers,
           body: body.toString(),
         });
+        if (this.#down) {
+          req.socket.destroy();
+          return;
+        }
         const fault = this.#faults.shift();
         if (fault) {
           res.writeHead(fault.status, {
@@ -86,10 +91,16 @@ export class FaultProxy {
       });
   }
 
+  /** While down, every request's connection is dropped: the backend is unreachable. */
+  setDown(down: boolean): void {
+    this.#down = down;
+  }
+
   /** Forgets recorded requests and pending faults. */
   reset(): void {
     this.requests.length = 0;
     this.#faults = [];
+    this.#down = false;
   }
 
   targets(): (string | undefined)[] {

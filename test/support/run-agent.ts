@@ -58,3 +58,89 @@ export function memoryDir(owner?: number): { path: string; [Symbol.dispose](): v
   if (owner !== undefined) chownSync(path, owner, owner);
   return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
 }
+
+export interface RunningAgent {
+  readonly pid: number;
+  /** Output so far. */
+  output(): { stdout: string; stderr: string; logs: Record<string, unknown>[] };
+  /** Resolves when a log line matches, or rejects after `timeoutMs`. */
+  waitForLog(
+    match: (line: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
+  /** Sends SIGTERM and resolves with the exit code once the process is gone (output canary-checked). */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts the built agent in the background (sidecar mode), as the image would. */
+export function startAgent(env: Record<string, string>, options: { uid?: number } = {}): RunningAgent {
+  const child = spawn(process.execPath, [AGENT_JS], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
+  });
+  let stdout = '';
+  let stderr = '';
+  const waiters: (() => void)[] = [];
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    for (const w of waiters) w();
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
+  const logs = () =>
+    stdout
+      .split('\n')
+      .filter((l) => l.trim().startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  return {
+    pid: child.pid!,
+    output: () => ({ stdout, stderr, logs: logs() }),
+    waitForLog(match, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const hit = logs().find(match);
+          if (hit) {
+            clearTimeout(timer);
+            waiters.splice(waiters.indexOf(check), 1);
+            resolve(hit);
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(check), 1);
+          reject(
+            new Error(
+              `no matching log line within ${timeoutMs} ms; stderr: ${stderr}; stdout tail: ${stdout.slice(-2000)}`,
+            ),
+          );
+        }, timeoutMs);
+        waiters.push(check);
+        check();
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const result = await exited;
+      assertNoCanary(stdout, 'agent stdout (logs)');
+      assertNoCanary(stderr, 'agent stderr');
+      return result;
+    },
+  };
+}
+
+/** Polls `probe` until it returns a value (not undefined), or fails after `timeoutMs`. */
+export async function eventually<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,503 @@
+import { watch, type FSWatcher } from 'chokidar';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { readConfigFile } from '../contract/config-file.ts';
+import { parseAgentConfig, type AgentConfig, type Env, type SecretSpec } from '../contract/env.ts';
+import { ConfigError, ConfigErrors } from '../contract/errors.ts';
+import { sourceKey } from '../contract/reference.ts';
+import { backoffDelay } from '../fetch/backoff.ts';
+import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
+import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
+import type { Logger } from '../log.ts';
+import type { CreateNotifiers, Notifier, RotationEvent } from '../notify/notifier.ts';
+import { findProcessesByName } from '../proc/find-processes.ts';
+import type { FetchOutcome } from '../providers/provider.ts';
+import { startHealthServer } from '../serve/health-server.ts';
+import { AgentMetrics } from '../serve/metrics.ts';
+import { AtomicDir } from '../write/atomic-dir.ts';
+
+/** Rotations landing this close together are told to the app once. */
+const NOTIFY_DEBOUNCE_MS = 100;
+/** A refresh makes one attempt per cycle; a failed cycle is retried on this schedule, capped at the interval. */
+const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };
+/** How long one refresh round may take before it counts as failed. */
+const REFRESH_ROUND_MS = 30_000;
+
+interface SourceValue {
+  readonly bytes: Uint8Array;
+  readonly version: string;
+}
+
+export interface SidecarDeps {
+  readonly log: Logger;
+  readonly agentVersion: string;
+  readonly notifiers: readonly Notifier[];
+}
+
+/**
+ * Sidecar mode: write the whole set once (ready only then), then refresh each secret on its interval
+ * with jitter, swap the set only when content changed, and tell the app once per changed set.
+ * Refresh failures keep the last good files; a failed cycle backs off, capped at the interval.
+ */
+export class Sidecar {
+  readonly metrics = new AgentMetrics();
+  #config: AgentConfig;
+  readonly #log: Logger;
+  readonly #dir: AtomicDir;
+  readonly #providers: ProviderSet;
+  #notifiers: readonly Notifier[];
+  /** Last good value per source (a secret read by several specs is held once). */
+  readonly #values = new Map<string, SourceValue>();
+  /** What the volume holds now, to tell a real change from a version bump with equal content. */
+  #files = new Map<string, FileEntry>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #generation = 0;
+  #ready = false;
+  #stopping = false;
+  #lastCycleAt = Date.now();
+  #applying: Promise<unknown> = Promise.resolve();
+  #pending: { versions: Record<string, string>; changed: Set<string>; timer: NodeJS.Timeout } | undefined;
+  #notifying: Promise<unknown> = Promise.resolve();
+  #server: Server | undefined;
+
+  private constructor(config: AgentConfig, dir: AtomicDir, deps: SidecarDeps) {
+    this.#config = config;
+    this.#dir = dir;
+    this.#log = deps.log;
+    this.#notifiers = deps.notifiers;
+    this.#providers = new ProviderSet({ pod: config.pod, agentVersion: deps.agentVersion });
+  }
+
+  /** Opens the volume and starts serving probes; call run() to fill and refresh. */
+  static async start(config: AgentConfig, deps: SidecarDeps): Promise<Sidecar> {
+    const dir = await AtomicDir.open(config.secretsDir, {
+      setName: config.setName,
+      requireMemoryFs: config.requireMemoryFs,
+    });
+    const sidecar = new Sidecar(config, dir, deps);
+    sidecar.#server = await startHealthServer(
+      config.sidecar.httpAddr,
+      { ready: () => sidecar.#ready, live: () => sidecar.#live() },
+      sidecar.metrics,
+    );
+    return sidecar;
+  }
+
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** The port probes and metrics are served on (useful when AGENT_HTTP_ADDR asks for port 0). */
+  get httpPort(): number {
+    const address = this.#server?.address();
+    return typeof address === 'object' && address ? address.port : 0;
+  }
+
+  /** Fills the volume (retrying until it succeeds or the agent stops), then schedules refreshes. */
+  async run(): Promise<void> {
+    const generation = this.#generation;
+    for (let attempt = 1; !this.#stopping && generation === this.#generation; attempt++) {
+      this.#lastCycleAt = Date.now();
+      if (await this.#refresh(this.#config.secrets, { deadlineMs: this.#config.initDeadlineMs, full: true }))
+        break;
+      const delay = backoffDelay(attempt, { baseMs: 1000, maxMs: 30_000 });
+      this.#log.warn({ attempt, delayMs: delay }, 'not every secret could be delivered yet; retrying');
+      await sleep(delay);
+    }
+    if (this.#stopping || generation !== this.#generation) return;
+    for (const group of groupByInterval(this.#config.secrets))
+      this.#schedule(group, jittered(group.intervalMs), 0, generation);
+  }
+
+  /**
+   * Applies a new configuration (from AGENT_CONFIG_FILE). What needs a restart (directory, listen
+   * address, mode) is kept and reported; everything else takes effect with an immediate refresh.
+   */
+  async reconfigure(next: AgentConfig, notifiers: readonly Notifier[]): Promise<void> {
+    const fixed = (['secretsDir', 'setName', 'mode', 'requireMemoryFs'] as const).filter(
+      (k) => next[k] !== this.#config[k],
+    );
+    if (JSON.stringify(next.sidecar.httpAddr) !== JSON.stringify(this.#config.sidecar.httpAddr))
+      fixed.push('httpAddr' as never);
+    if (fixed.length > 0)
+      this.#log.warn(
+        { settings: fixed },
+        'these settings change only with a restart; keeping the running values',
+      );
+    this.#config = {
+      ...next,
+      secretsDir: this.#config.secretsDir,
+      setName: this.#config.setName,
+      mode: this.#config.mode,
+      requireMemoryFs: this.#config.requireMemoryFs,
+      sidecar: { ...next.sidecar, httpAddr: this.#config.sidecar.httpAddr },
+    };
+    this.#notifiers = notifiers;
+    this.#generation++;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    const keep = new Set(next.secrets.map((s) => sourceKey(s.ref)));
+    for (const key of this.#values.keys()) if (!keep.has(key)) this.#values.delete(key);
+    this.metrics.reloads.inc({ outcome: 'applied' });
+    await this.run();
+  }
+
+  /** SIGTERM: no new work, the swap in flight finishes, files stay. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    this.#generation++;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    if (this.#pending) clearTimeout(this.#pending.timer);
+    await this.#applying.catch(() => undefined);
+    await this.#dir.idle();
+    this.#server?.closeAllConnections();
+    await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
+    await this.#providers.close();
+  }
+
+  #live(): boolean {
+    const longest = Math.max(...this.#config.secrets.map((s) => s.refreshIntervalMs), 30_000);
+    return Date.now() - this.#lastCycleAt < longest * 1.2 + REFRESH_ROUND_MS * 2;
+  }
+
+  #schedule(group: IntervalGroup, delayMs: number, failures: number, generation: number): void {
+    const timer = setTimeout(async () => {
+      this.#timers.delete(timer);
+      if (this.#stopping || generation !== this.#generation) return;
+      this.#lastCycleAt = Date.now();
+      const ok = await this.#refresh(group.specs, {
+        deadlineMs: REFRESH_ROUND_MS,
+        full: false,
+        maxAttempts: 1,
+      });
+      if (this.#stopping || generation !== this.#generation) return;
+      const nextFailures = ok ? 0 : failures + 1;
+      const next = ok
+        ? jittered(group.intervalMs)
+        : Math.min(
+            group.intervalMs,
+            backoffDelay(nextFailures, {
+              ...REFRESH_BACKOFF,
+              maxMs: Math.min(REFRESH_BACKOFF.maxMs, group.intervalMs),
+            }),
+          );
+      this.#schedule(group, next, nextFailures, generation);
+    }, delayMs);
+    this.#timers.add(timer);
+  }
+
+  /**
+   * One refresh of `specs`: fetch, and when content changed, render the whole set and swap it.
+   * `full` re-renders even when no fetched value changed: the first fill, and after a reconfigure
+   * (a secret may have been removed or moved to another file).
+   */
+  async #refresh(
+    specs: readonly SecretSpec[],
+    opts: { deadlineMs: number; full: boolean; maxAttempts?: number },
+  ): Promise<boolean> {
+    const outcomes = await fetchSecrets(
+      specs.map((s) => s.ref),
+      this.#providers,
+      {
+        deadlineMs: opts.deadlineMs,
+        log: this.#log,
+        ...(opts.maxAttempts ? { maxAttempts: opts.maxAttempts } : {}),
+        observe: (provider, ms, results) => this.#observe(provider, ms, results),
+      },
+    );
+    let allOk = true;
+    const fresh = new Map<string, SourceValue>();
+    for (const spec of specs) {
+      const key = sourceKey(spec.ref);
+      const outcome = outcomes.get(key)!;
+      if (outcome.ok) {
+        fresh.set(key, outcome.value);
+        this.metrics.lastSuccess.set({ file: spec.filename || '.' }, Date.now() / 1000);
+      } else {
+        allOk = false;
+        this.#log.warn(
+          {
+            id: spec.id,
+            ref: spec.ref.text,
+            reason: outcome.error.reason,
+            detail: outcome.error.message,
+            fix: outcome.error.fix,
+          },
+          this.#ready ? 'refresh failed; keeping the last good files' : 'secret not delivered',
+        );
+      }
+    }
+    // Apply one refresh at a time, so concurrent groups never interleave their swaps.
+    const applied = this.#applying.then(() => this.#apply(fresh, opts.full));
+    this.#applying = applied.catch(() => undefined);
+    const wrote = await applied;
+    return allOk && wrote;
+  }
+
+  async #apply(fresh: ReadonlyMap<string, SourceValue>, full: boolean): Promise<boolean> {
+    const changedSources = [...fresh].filter(
+      ([key, v]) => !equalBytes(this.#values.get(key)?.bytes, v.bytes),
+    );
+    if (changedSources.length === 0 && !full) return true;
+    const candidate = new Map(this.#values);
+    for (const [key, v] of fresh) candidate.set(key, v);
+
+    const files: FileEntry[] = [];
+    let complete = true;
+    for (const spec of this.#config.secrets) {
+      const key = sourceKey(spec.ref);
+      let value = candidate.get(key);
+      if (!value) {
+        complete = false;
+        continue;
+      }
+      try {
+        files.push(...renderFiles(spec, value.bytes));
+      } catch (e) {
+        if (!(e instanceof SecretFormatError)) throw e;
+        this.#log.error(
+          { id: spec.id, ref: spec.ref.text, reason: 'format', detail: e.message, fix: e.fix },
+          'new value does not fit the format; keeping the last good one',
+        );
+        this.metrics.failures.inc({ provider: spec.ref.provider, reason: 'format' });
+        const previous = this.#values.get(key);
+        if (previous) candidate.set(key, previous);
+        else candidate.delete(key);
+        value = previous;
+        if (!value) {
+          complete = false;
+          continue;
+        }
+        files.push(...renderFiles(spec, value.bytes));
+      }
+    }
+    if (!complete) return false;
+
+    const changedFiles = files.filter((f) => {
+      const old = this.#files.get(f.path);
+      return !old || old.mode !== f.mode || !equalBytes(old.bytes, f.bytes);
+    });
+    const removed = [...this.#files.keys()].some((path) => !files.some((f) => f.path === path));
+    if (changedFiles.length > 0 || removed || !this.#ready) {
+      await this.#dir.write(files);
+      this.#files = new Map(files.map((f) => [f.path, f]));
+      this.#log.info(
+        { files: files.length, changed: changedFiles.map((f) => f.path) },
+        this.#ready ? 'rotated' : 'secrets written',
+      );
+      if (this.#ready && (changedFiles.length > 0 || removed)) {
+        this.metrics.rotations.inc();
+        const versions = Object.fromEntries(
+          this.#config.secrets.map((s) => [s.id, candidate.get(sourceKey(s.ref))?.version ?? '']),
+        );
+        this.#queueNotification(
+          versions,
+          changedFiles.map((f) => f.path),
+        );
+      }
+    }
+    for (const [key, v] of candidate) this.#values.set(key, v);
+    if (!this.#ready) {
+      this.#ready = true;
+      this.metrics.ready.set(1);
+    }
+    return true;
+  }
+
+  #observe(provider: string, ms: number, results: readonly FetchOutcome[]): void {
+    this.metrics.latency.observe({ provider }, ms / 1000);
+    for (const r of results) {
+      this.metrics.fetches.inc({ provider, outcome: r.ok ? 'success' : 'failure' });
+      if (!r.ok) this.metrics.failures.inc({ provider, reason: r.error.reason });
+    }
+  }
+
+  #queueNotification(versions: Record<string, string>, changed: readonly string[]): void {
+    if (this.#notifiers.length === 0) return;
+    if (this.#pending) {
+      clearTimeout(this.#pending.timer);
+      Object.assign(this.#pending.versions, versions);
+      for (const f of changed) this.#pending.changed.add(f);
+    } else {
+      this.#pending = {
+        versions: { ...versions },
+        changed: new Set(changed),
+        timer: undefined as unknown as NodeJS.Timeout,
+      };
+    }
+    this.#pending.timer = setTimeout(() => {
+      const pending = this.#pending!;
+      this.#pending = undefined;
+      const event: RotationEvent = { versions: pending.versions, changedFiles: [...pending.changed].sort() };
+      this.#notifying = this.#notifying.then(() => this.#notify(event));
+    }, NOTIFY_DEBOUNCE_MS);
+  }
+
+  async #notify(event: RotationEvent): Promise<void> {
+    const signal = AbortSignal.timeout(60_000);
+    await Promise.all(
+      this.#notifiers.map(async (n) => {
+        const outcome = await n
+          .notify(event, signal)
+          .catch((): { ok: false; reason: string } => ({ ok: false, reason: 'internal' }));
+        this.metrics.notifications.inc({ kind: n.kind, outcome: outcome.ok ? 'ok' : outcome.reason });
+        if (outcome.ok)
+          this.#log.info({ kind: n.kind, changed: event.changedFiles }, 'app notified of rotation');
+        else this.#log.warn({ kind: n.kind, reason: outcome.reason }, 'rotation notification failed');
+      }),
+    );
+  }
+
+  /** Resolves when notifications queued so far have been sent (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.#applying;
+    await this.#notifying;
+  }
+}
+
+interface IntervalGroup {
+  readonly intervalMs: number;
+  readonly specs: readonly SecretSpec[];
+}
+
+/** Secrets sharing an interval refresh together: one batch call covers up to 20 AWS secrets. */
+function groupByInterval(specs: readonly SecretSpec[]): IntervalGroup[] {
+  const groups = new Map<number, SecretSpec[]>();
+  for (const s of specs) groups.set(s.refreshIntervalMs, [...(groups.get(s.refreshIntervalMs) ?? []), s]);
+  return [...groups].map(([intervalMs, group]) => ({ intervalMs, specs: group }));
+}
+
+/** ±10 % so a fleet started together never refreshes in lockstep. */
+function jittered(ms: number): number {
+  return Math.round(ms * (0.9 + Math.random() * 0.2));
+}
+
+function equalBytes(a: Uint8Array | undefined, b: Uint8Array): boolean {
+  return a !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(b);
+}
+
+export interface RunSidecarOptions {
+  readonly log: Logger;
+  readonly agentVersion: string;
+  /** The process env; the config file's settings are laid over it on every reload. */
+  readonly env: Env;
+  readonly createNotifiers: CreateNotifiers;
+}
+
+/**
+ * The sidecar process: runs until SIGTERM/SIGINT, then stops cleanly (in-flight swap finished,
+ * files intact) and resolves with the exit code. AGENT_CONFIG_FILE is watched: a valid edit applies
+ * without a restart; a bad one is logged and the running config kept.
+ */
+export async function runSidecar(config: AgentConfig, options: RunSidecarOptions): Promise<number> {
+  const { log, env } = options;
+  const notifierDeps = {
+    log,
+    pod: config.pod,
+    serviceAccountDir: config.serviceAccountDir,
+    kubernetesApiUrl: kubernetesApiUrl(env),
+  };
+  const sidecar = await Sidecar.start(config, {
+    log,
+    agentVersion: options.agentVersion,
+    notifiers: options.createNotifiers(config.sidecar, notifierDeps),
+  });
+  log.info(
+    { addr: `${config.sidecar.httpAddr.host}:${sidecar.httpPort}` },
+    'serving /healthz, /readyz, /metrics',
+  );
+
+  let watcher: FSWatcher | undefined;
+  const configFile = config.sidecar.configFile;
+  if (configFile) {
+    let lastText = safeRead(configFile);
+    // Watch the directory: a ConfigMap update swaps a ..data symlink there and never writes the file itself.
+    watcher = watch(dirname(configFile), { ignoreInitial: true, depth: 0 });
+    watcher.on('all', () => {
+      const text = safeRead(configFile);
+      if (text === lastText) return;
+      lastText = text;
+      try {
+        const next = parseAgentConfig({ ...env, ...readConfigFile(configFile) });
+        log.info({ file: configFile }, 'configuration file changed; applying');
+        void sidecar.reconfigure(next, options.createNotifiers(next.sidecar, notifierDeps));
+      } catch (e) {
+        if (!(e instanceof ConfigError || e instanceof ConfigErrors)) throw e;
+        sidecar.metrics.reloads.inc({ outcome: 'rejected' });
+        log.error(
+          {
+            file: configFile,
+            problems: e instanceof ConfigErrors ? e.errors.map((x) => x.message) : [e.message],
+          },
+          'configuration file rejected; keeping the running configuration',
+        );
+      }
+    });
+  }
+
+  let exitWatch: NodeJS.Timeout | undefined;
+  const stopped = new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (why: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ why }, 'stopping');
+      clearInterval(exitWatch);
+      void (async () => {
+        await watcher?.close();
+        await sidecar.stop();
+        resolve(0);
+      })();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+    const app = config.sidecar.exitWithProcess;
+    if (app) exitWatch = watchAppExit(app, log, () => stop(`${app} exited`));
+  });
+  void sidecar.run();
+  return stopped;
+}
+
+/**
+ * EXIT_WITH_PROCESS: a classic sidecar would keep a Job's pod running forever after its app is done.
+ * Once a process with this name has been seen and is gone, the agent stops too.
+ */
+function watchAppExit(name: string, log: Logger, exit: () => void): NodeJS.Timeout {
+  let seen = false;
+  let busy = false;
+  return setInterval(async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const running = (await findProcessesByName(name)).length > 0;
+      if (running && !seen) log.info({ process: name }, 'watching the app; will exit when it ends');
+      if (!running && seen) exit();
+      seen ||= running;
+    } catch (e) {
+      log.warn(
+        { code: (e as NodeJS.ErrnoException).code },
+        'cannot list processes for EXIT_WITH_PROCESS; is /proc mounted?',
+      );
+    } finally {
+      busy = false;
+    }
+  }, 1000);
+}
+
+function kubernetesApiUrl(env: Env): string | undefined {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT ?? '443';
+  if (!host) return undefined;
+  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+function safeRead(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}

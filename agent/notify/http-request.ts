@@ -1,0 +1,112 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request, type Dispatcher } from 'undici';
+import type { Logger } from '../log.ts';
+import type { Notifier, NotifyOutcome, RotationEvent } from './notifier.ts';
+
+export interface HttpRequestOptions {
+  readonly method: string;
+  readonly url: string;
+  /** Per attempt, connect to end of body. */
+  readonly timeoutMs?: number;
+  /** Attempts in all, including the first. */
+  readonly attempts?: number;
+  /** Delay before the second attempt; doubles after each. */
+  readonly retryDelayMs?: number;
+}
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/**
+ * ROTATION_HTTP_URL: one request to the app, retried a bounded number of times on network errors,
+ * 429 and 5xx (the app may be busy or restarting its listener). Any 2xx is success. The body names
+ * the new versions and changed files, never a value.
+ */
+export function createHttpRequestNotifier(options: HttpRequestOptions, log: Logger): Notifier {
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const attempts = options.attempts ?? 3;
+  const retryDelayMs = options.retryDelayMs ?? 250;
+  const method = options.method.toUpperCase() as Dispatcher.HttpMethod;
+  const target = describeUrl(options.url);
+  const httpLog = log.child({ notifier: 'http', method, target });
+
+  const attempt = async (event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome> => {
+    const carriesBody = BODY_METHODS.has(method);
+    const deadline = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await request(options.url, {
+        method,
+        signal: AbortSignal.any([signal, deadline]),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        headers: {
+          'user-agent': 'secret-agent',
+          ...(carriesBody ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(carriesBody
+          ? { body: JSON.stringify({ versions: event.versions, changedFiles: event.changedFiles }) }
+          : {}),
+      });
+      // The app's answer is not ours to log (it could echo anything); read it only to free the socket.
+      await res.body.dump();
+      if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true };
+      return { ok: false, reason: `http-${res.statusCode}` };
+    } catch (e) {
+      if (deadline.aborted && !signal.aborted) return { ok: false, reason: 'timeout' };
+      return { ok: false, reason: requestErrorReason(e, signal) };
+    }
+  };
+
+  return {
+    kind: 'http',
+    async notify(event, signal) {
+      let outcome: NotifyOutcome = { ok: false, reason: 'aborted' };
+      for (let n = 1; n <= attempts && !signal.aborted; n++) {
+        outcome = await attempt(event, signal);
+        if (outcome.ok) {
+          httpLog.info({ attempt: n }, 'rotation: the app acknowledged the HTTP notification');
+          return outcome;
+        }
+        const retryable = outcome.reason !== 'aborted' && isRetryable(outcome.reason);
+        httpLog.warn(
+          { attempt: n, reason: outcome.reason, willRetry: retryable && n < attempts },
+          'rotation: HTTP notification failed',
+        );
+        if (!retryable || n === attempts) break;
+        try {
+          await sleep(retryDelayMs * 2 ** (n - 1), undefined, { signal });
+        } catch {
+          return { ok: false, reason: 'aborted' };
+        }
+      }
+      return outcome;
+    },
+  };
+}
+
+function isRetryable(reason: string): boolean {
+  if (reason === 'timeout' || reason === 'network' || reason === 'http-429') return true;
+  return /^http-5\d\d$/.test(reason);
+}
+
+const TLS_CODES = /^(?:ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/;
+
+/**
+ * A short stable word for a failed request (a metrics label): aborted by the caller, timeout,
+ * tls, or network.
+ */
+export function requestErrorReason(e: unknown, signal: AbortSignal): string {
+  if (signal.aborted) return 'aborted';
+  const err = e as { name?: unknown; code?: unknown; cause?: unknown } | undefined;
+  const code = typeof err?.code === 'string' ? err.code : '';
+  const causeCode =
+    typeof (err?.cause as { code?: unknown })?.code === 'string' ? (err!.cause as { code: string }).code : '';
+  if (err?.name === 'TimeoutError' || /TIMEOUT/.test(code) || /TIMEOUT/.test(causeCode)) return 'timeout';
+  if (TLS_CODES.test(code) || TLS_CODES.test(causeCode)) return 'tls';
+  return 'network';
+}
+
+/** The URL as logged: no credentials or query string, which may carry a token. */
+function describeUrl(url: string): string {
+  const u = new URL(url);
+  return `${u.protocol}//${u.host}${u.pathname}`;
+}

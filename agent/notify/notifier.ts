@@ -1,0 +1,29 @@
+import type { PodIdentity, SidecarSettings } from '../contract/env.ts';
+import type { Logger } from '../log.ts';
+
+/** One swap that changed the set: what the app is told about. Versions, file names: never values. */
+export interface RotationEvent {
+  /** Secret id (SECRET_0, …) → backend version now written. */
+  readonly versions: Readonly<Record<string, string>>;
+  /** Files (relative to SECRETS_DIR) whose content changed. */
+  readonly changedFiles: readonly string[];
+}
+
+/** One way of telling the app; failures are reported, never thrown past the notifier. */
+export interface Notifier {
+  readonly kind: 'signal' | 'http' | 'command' | 'restart';
+  notify(event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome>;
+}
+
+export type NotifyOutcome = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+
+export interface NotifierDeps {
+  readonly log: Logger;
+  readonly pod: PodIdentity;
+  /** Where the service-account token, ca.crt and namespace are (restart-on-change). */
+  readonly serviceAccountDir: string;
+  /** Kubernetes API base URL; from KUBERNETES_SERVICE_HOST/PORT in a pod. */
+  readonly kubernetesApiUrl: string | undefined;
+}
+
+export type CreateNotifiers = (settings: SidecarSettings, deps: NotifierDeps) => Notifier[];

@@ -1,0 +1,115 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The sidecar's metrics, declared once: the README table is generated from METRIC_DOCS. Labels are
+ * provider names, reasons, file names and notifier kinds: configuration, never a value.
+ */
+export const METRIC_DOCS = [
+  {
+    name: 'secret_agent_fetches_total',
+    type: 'counter',
+    labels: 'provider, outcome',
+    help: 'Secret fetches by provider and outcome (success, failure).',
+  },
+  {
+    name: 'secret_agent_fetch_failures_total',
+    type: 'counter',
+    labels: 'provider, reason',
+    help: 'Failed fetches by provider and reason (not-found, throttled, unavailable, …).',
+  },
+  {
+    name: 'secret_agent_backend_request_duration_seconds',
+    type: 'histogram',
+    labels: 'provider',
+    help: 'Duration of one provider call (a batch counts once).',
+  },
+  {
+    name: 'secret_agent_last_success_timestamp_seconds',
+    type: 'gauge',
+    labels: 'file',
+    help: 'When each secret (by file name) was last fetched successfully.',
+  },
+  {
+    name: 'secret_agent_rotations_total',
+    type: 'counter',
+    labels: '',
+    help: 'Swaps that changed the set of files.',
+  },
+  {
+    name: 'secret_agent_notifications_total',
+    type: 'counter',
+    labels: 'kind, outcome',
+    help: 'Rotation notifications by kind (signal, http, command, restart) and outcome (ok or a reason).',
+  },
+  {
+    name: 'secret_agent_ready',
+    type: 'gauge',
+    labels: '',
+    help: '1 once the first complete set is written.',
+  },
+  {
+    name: 'secret_agent_config_reloads_total',
+    type: 'counter',
+    labels: 'outcome',
+    help: 'AGENT_CONFIG_FILE reloads by outcome (applied, rejected).',
+  },
+] as const;
+
+type MetricName = (typeof METRIC_DOCS)[number]['name'];
+const help = (name: MetricName) => METRIC_DOCS.find((m) => m.name === name)!.help;
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  readonly fetches = new Counter({
+    name: 'secret_agent_fetches_total',
+    help: help('secret_agent_fetches_total'),
+    labelNames: ['provider', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly failures = new Counter({
+    name: 'secret_agent_fetch_failures_total',
+    help: help('secret_agent_fetch_failures_total'),
+    labelNames: ['provider', 'reason'],
+    registers: [this.registry],
+  });
+  readonly latency = new Histogram({
+    name: 'secret_agent_backend_request_duration_seconds',
+    help: help('secret_agent_backend_request_duration_seconds'),
+    labelNames: ['provider'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly lastSuccess = new Gauge({
+    name: 'secret_agent_last_success_timestamp_seconds',
+    help: help('secret_agent_last_success_timestamp_seconds'),
+    labelNames: ['file'],
+    registers: [this.registry],
+  });
+  readonly rotations = new Counter({
+    name: 'secret_agent_rotations_total',
+    help: help('secret_agent_rotations_total'),
+    registers: [this.registry],
+  });
+  readonly notifications = new Counter({
+    name: 'secret_agent_notifications_total',
+    help: help('secret_agent_notifications_total'),
+    labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly ready = new Gauge({
+    name: 'secret_agent_ready',
+    help: help('secret_agent_ready'),
+    registers: [this.registry],
+  });
+  readonly reloads = new Counter({
+    name: 'secret_agent_config_reloads_total',
+    help: help('secret_agent_config_reloads_total'),
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    // Process RSS, heap, open fds, event-loop lag: what a leak or a stall shows up in.
+    collectDefaultMetrics({ register: this.registry, prefix: 'secret_agent_process_' });
+  }
+}

@@ -1,0 +1,408 @@
+/**
+ * A local Kubernetes API server for the endpoints restart-on-change uses, over HTTPS with a
+ * throwaway certificate: GET/DELETE pods, GET replicasets, GET/PATCH deployments, statefulsets and
+ * daemonsets. It answers as the real API server does where the agent can tell: authentication
+ * (401) before authorization (403) before existence (404), errors as `kind: Status` objects with
+ * the real messages, strategic-merge / merge patches only (415 otherwise), objects validated against
+ * the Kubernetes schemas after a patch (422), resourceVersion bumped on every real change and
+ * metadata.generation only when the spec changes. A pod-template change counts as one rollout.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DaemonSet, Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
+import { Pod } from 'kubernetes-models/v1';
+
+export type Verb = 'get' | 'patch' | 'delete';
+export type Resource = 'pods' | 'replicasets' | 'deployments' | 'statefulsets' | 'daemonsets';
+type Json = Record<string, unknown>;
+
+export interface SeenRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly contentType: string;
+  readonly status: number;
+}
+
+export interface KubernetesWorkloadsFake {
+  /** `https://127.0.0.1:PORT`. */
+  readonly url: string;
+  /** The serving certificate (self-signed), as a pod's ca.crt holds it. */
+  readonly caPem: string;
+  /** The only bearer token accepted; change it to act out a token rotation. */
+  token: string;
+  /** `system:serviceaccount:NS:NAME`, as RBAC messages name the caller. */
+  readonly user: string;
+  /** The RBAC rules granted, as `verb resource` (e.g. `patch deployments`). */
+  readonly allowed: Set<string>;
+  addDeployment(namespace: string, name: string, replicas: number): string[];
+  addStatefulSet(namespace: string, name: string, replicas: number): string[];
+  addDaemonSet(namespace: string, name: string, nodes: number): string[];
+  /** A pod owned by a Job (batch/v1); the Job itself is not served. */
+  addJobPod(namespace: string, job: string): string;
+  /** A pod owned by a ReplicaSet that no Deployment owns. */
+  addReplicaSetPod(namespace: string, replicaSet: string): string;
+  addBarePod(namespace: string, name: string): string;
+  object(resource: Resource, namespace: string, name: string): Json | undefined;
+  /** Pod-template changes of a workload: each one makes the real controller roll all its pods. */
+  rollouts(resource: Resource, namespace: string, name: string): number;
+  readonly requests: readonly SeenRequest[];
+  stop(): Promise<void>;
+}
+
+const GROUP: Readonly<Record<Resource, '' | 'apps'>> = {
+  pods: '',
+  replicasets: 'apps',
+  deployments: 'apps',
+  statefulsets: 'apps',
+  daemonsets: 'apps',
+};
+const KIND: Readonly<Record<Resource, string>> = {
+  pods: 'Pod',
+  replicasets: 'ReplicaSet',
+  deployments: 'Deployment',
+  statefulsets: 'StatefulSet',
+  daemonsets: 'DaemonSet',
+};
+const VALIDATE: Readonly<Record<Resource, (o: Json) => void>> = {
+  pods: (o) => new Pod(o as ConstructorParameters<typeof Pod>[0]).validate(),
+  replicasets: (o) => new ReplicaSet(o as ConstructorParameters<typeof ReplicaSet>[0]).validate(),
+  deployments: (o) => new Deployment(o as ConstructorParameters<typeof Deployment>[0]).validate(),
+  statefulsets: (o) => new StatefulSet(o as ConstructorParameters<typeof StatefulSet>[0]).validate(),
+  daemonsets: (o) => new DaemonSet(o as ConstructorParameters<typeof DaemonSet>[0]).validate(),
+};
+const PATCH_TYPES = new Set(['application/strategic-merge-patch+json', 'application/merge-patch+json']);
+
+/** A self-signed serving certificate for 127.0.0.1 (openssl, as the other TLS fakes' tests use). */
+function makeCertificate(): { cert: string; key: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'kube-fake-'));
+  try {
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=kubernetes',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc',
+      ],
+      { encoding: 'utf8' },
+    );
+    if (made.status !== 0)
+      throw new Error(`openssl (Debian package openssl) is needed for the test certificate: ${made.stderr}`);
+    return {
+      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
+      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** RFC 7386 JSON merge patch; for the maps we patch, strategic merge does the same. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const base =
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? (target as Json) : {};
+  const out: Json = {};
+  for (const [key, value] of Object.entries(base)) if ((patch as Json)[key] !== null) out[key] = value;
+  for (const [key, value] of Object.entries(patch as Json))
+    if (value !== null) out[key] = mergePatch(out[key], value);
+  return out;
+}
+
+const podSpec = () => ({ containers: [{ name: 'app', image: 'registry.example/app:1' }] });
+const suffix = (n: number) => randomBytes(8).toString('hex').slice(0, n);
+
+export async function startKubernetesWorkloadsFake(
+  options: { serviceAccount?: { namespace: string; name: string } } = {},
+): Promise<KubernetesWorkloadsFake> {
+  const { cert, key } = makeCertificate();
+  const sa = options.serviceAccount ?? { namespace: 'apps', name: 'secret-agent' };
+  const objects = new Map<string, Json>();
+  const rollouts = new Map<string, number>();
+  const requests: SeenRequest[] = [];
+  let resourceVersion = 1000;
+  const keyOf = (resource: Resource, ns: string, name: string) => `${resource}/${ns}/${name}`;
+
+  const put = (resource: Resource, ns: string, name: string, object: Json): Json => {
+    const meta = object.metadata as Json;
+    const stored: Json = {
+      apiVersion: GROUP[resource] ? 'apps/v1' : 'v1',
+      kind: KIND[resource],
+      ...object,
+      metadata: {
+        name,
+        namespace: ns,
+        uid: randomUUID(),
+        resourceVersion: String(++resourceVersion),
+        creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+        ...(resource === 'pods' ? {} : { generation: 1 }),
+        ...meta,
+      },
+    };
+    VALIDATE[resource](stored);
+    objects.set(keyOf(resource, ns, name), stored);
+    return stored;
+  };
+  const ownerRef = (owner: Json) => {
+    const meta = owner.metadata as Json;
+    return {
+      apiVersion: owner.apiVersion,
+      kind: owner.kind,
+      name: meta.name,
+      uid: meta.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    };
+  };
+  const addWorkload = (resource: Resource, ns: string, name: string, extraSpec: Json): Json =>
+    put(resource, ns, name, {
+      metadata: { labels: { app: name } },
+      spec: {
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: podSpec() },
+        ...extraSpec,
+      },
+    });
+  const addPod = (ns: string, name: string, owners: unknown[], labels: Json = {}): string => {
+    put('pods', ns, name, {
+      metadata: { labels, ...(owners.length ? { ownerReferences: owners } : {}) },
+      spec: podSpec(),
+    });
+    return name;
+  };
+
+  const status = (res: ServerResponse, code: number, reason: string, message: string, details?: Json) => {
+    res.writeHead(code, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message,
+        reason,
+        ...(details ? { details } : {}),
+        code,
+      }),
+    );
+  };
+  const send = (res: ServerResponse, object: Json) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(object));
+  };
+
+  const route = (req: IncomingMessage, body: string, res: ServerResponse, path: string) => {
+    const method = req.method ?? '';
+    if (req.headers.authorization !== `Bearer ${fake.token}`)
+      return status(res, 401, 'Unauthorized', 'Unauthorized');
+    const core = /^\/api\/v1\/namespaces\/([^/]+)\/(pods)\/([^/]+)$/.exec(path);
+    const apps =
+      /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
+        path,
+      );
+    const m = core ?? apps;
+    if (!m) return status(res, 404, 'NotFound', 'the server could not find the requested resource', {});
+    const [, ns, resourceText, rawName] = m as unknown as [string, string, Resource, string];
+    const resource = resourceText;
+    const name = decodeURIComponent(rawName);
+    const group = GROUP[resource];
+    const label = group ? `${resource}.${group}` : resource;
+    const details = { name, ...(group ? { group } : {}), kind: resource };
+    const verb = ({ GET: 'get', PATCH: 'patch', DELETE: 'delete' } as Record<string, Verb | undefined>)[
+      method
+    ];
+    if (!verb)
+      return status(
+        res,
+        405,
+        'MethodNotAllowed',
+        `the server does not allow this method on the requested resource`,
+        details,
+      );
+    if (!fake.allowed.has(`${verb} ${resource}`)) {
+      return status(
+        res,
+        403,
+        'Forbidden',
+        `${label} "${name}" is forbidden: User "${fake.user}" cannot ${verb} resource "${resource}" in API group "${group}" in the namespace "${ns}"`,
+        details,
+      );
+    }
+    const key = keyOf(resource, ns, name);
+    const current = objects.get(key);
+    if (!current) return status(res, 404, 'NotFound', `${label} "${name}" not found`, details);
+    if (verb === 'get') return send(res, current);
+    if (verb === 'delete') {
+      objects.delete(key);
+      const meta = current.metadata as Json;
+      return send(res, {
+        ...current,
+        metadata: {
+          ...meta,
+          deletionTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+          deletionGracePeriodSeconds: 30,
+        },
+      });
+    }
+    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+    if (!PATCH_TYPES.has(type) || resource === 'pods') {
+      return status(
+        res,
+        415,
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json`,
+      );
+    }
+    let patch: unknown;
+    try {
+      patch = JSON.parse(body);
+    } catch (e) {
+      return status(res, 400, 'BadRequest', `error decoding patch: ${(e as Error).message}`);
+    }
+    const next = mergePatch(current, patch) as Json;
+    try {
+      VALIDATE[resource](next);
+    } catch (e) {
+      return status(
+        res,
+        422,
+        'Invalid',
+        `${KIND[resource]}.apps "${name}" is invalid: ${(e as Error).message}`,
+        details,
+      );
+    }
+    const spec = (o: Json) => JSON.stringify(o.spec);
+    const template = (o: Json) => JSON.stringify((o.spec as Json | undefined)?.template);
+    if (JSON.stringify(next) === JSON.stringify(current)) return send(res, current); // a no-op write changes nothing
+    const meta = { ...(next.metadata as Json) };
+    meta.resourceVersion = String(++resourceVersion);
+    if (spec(next) !== spec(current)) meta.generation = Number(meta.generation ?? 1) + 1;
+    if (template(next) !== template(current)) rollouts.set(key, (rollouts.get(key) ?? 0) + 1);
+    const stored = { ...next, metadata: meta };
+    objects.set(key, stored);
+    return send(res, stored);
+  };
+
+  const server: Server = createServer({ cert, key }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'https://fake');
+      const original = res.writeHead.bind(res);
+      let code = 0;
+      res.writeHead = ((c: number, ...rest: unknown[]) => {
+        code = c;
+        return (original as (...a: unknown[]) => ServerResponse)(c, ...rest);
+      }) as typeof res.writeHead;
+      route(req, Buffer.concat(chunks).toString('utf8'), res, url.pathname);
+      requests.push({
+        method: req.method ?? '',
+        path: url.pathname,
+        query: url.search,
+        contentType: req.headers['content-type'] ?? '',
+        status: code,
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+
+  const fake: KubernetesWorkloadsFake = {
+    url: `https://127.0.0.1:${port}`,
+    caPem: cert,
+    token: `fake-token-${suffix(16)}`,
+    user: `system:serviceaccount:${sa.namespace}:${sa.name}`,
+    allowed: new Set([
+      'get pods',
+      'get replicasets',
+      'get deployments',
+      'patch deployments',
+      'get statefulsets',
+      'patch statefulsets',
+      'get daemonsets',
+      'patch daemonsets',
+    ]),
+    addDeployment(ns, name, replicas) {
+      const deployment = addWorkload('deployments', ns, name, { replicas });
+      const hash = suffix(10);
+      const rs = put('replicasets', ns, `${name}-${hash}`, {
+        metadata: {
+          labels: { app: name, 'pod-template-hash': hash },
+          ownerReferences: [ownerRef(deployment)],
+        },
+        spec: {
+          replicas,
+          selector: { matchLabels: { app: name, 'pod-template-hash': hash } },
+          template: { metadata: { labels: { app: name, 'pod-template-hash': hash } }, spec: podSpec() },
+        },
+      });
+      return Array.from({ length: replicas }, () =>
+        addPod(ns, `${name}-${hash}-${suffix(5)}`, [ownerRef(rs)], { app: name, 'pod-template-hash': hash }),
+      );
+    },
+    addStatefulSet(ns, name, replicas) {
+      const set = addWorkload('statefulsets', ns, name, { replicas, serviceName: name });
+      return Array.from({ length: replicas }, (_, i) =>
+        addPod(ns, `${name}-${i}`, [ownerRef(set)], { app: name }),
+      );
+    },
+    addDaemonSet(ns, name, nodes) {
+      const set = addWorkload('daemonsets', ns, name, {});
+      return Array.from({ length: nodes }, () =>
+        addPod(ns, `${name}-${suffix(5)}`, [ownerRef(set)], { app: name }),
+      );
+    },
+    addJobPod(ns, job) {
+      const owner = {
+        apiVersion: 'batch/v1',
+        kind: 'Job',
+        name: job,
+        uid: randomUUID(),
+        controller: true,
+        blockOwnerDeletion: true,
+      };
+      return addPod(ns, `${job}-${suffix(5)}`, [owner], { 'job-name': job });
+    },
+    addReplicaSetPod(ns, replicaSet) {
+      const rs = put('replicasets', ns, replicaSet, {
+        metadata: { labels: { app: replicaSet } },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: replicaSet } },
+          template: { metadata: { labels: { app: replicaSet } }, spec: podSpec() },
+        },
+      });
+      return addPod(ns, `${replicaSet}-${suffix(5)}`, [ownerRef(rs)], { app: replicaSet });
+    },
+    addBarePod(ns, name) {
+      return addPod(ns, name, []);
+    },
+    object: (resource, ns, name) => objects.get(keyOf(resource, ns, name)),
+    rollouts: (resource, ns, name) => rollouts.get(keyOf(resource, ns, name)) ?? 0,
+    requests,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  return fake;
+}
