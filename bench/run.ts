@@ -10,6 +10,8 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
+import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
 import { benchSidecar } from './sidecar.ts';
 
@@ -49,6 +51,22 @@ const agentEnv = (n: number): Record<string, string> => {
   }
   return env;
 };
+// GCP and Vault: the local wire-level fakes the tests use (no real server can run here).
+const gcp = await startGcpSecretManagerFake();
+gcp.addVersion('bench-project', 'bench', 'bench-gcp');
+const vault = await FakeVault.start();
+vault.mountKv('secret', 2);
+vault.putKv('secret/bench', { value: 'bench-vault' });
+vault.policy('bench', { 'secret/data/bench': ['read'] });
+const vaultToken = vault.createToken({ policies: ['bench'], ttlSec: 86_400 });
+const oneSecret = (ref: string, extra: Record<string, string>): Record<string, string> => ({
+  ...base,
+  SECRETS_DIR: dir,
+  LOG_LEVEL: 'silent',
+  SECRET_0_REF: ref,
+  SECRET_0_FILENAME: 'one',
+  ...extra,
+});
 const hasAwsCli = spawnSync('aws', ['--version'], { env: base }).status === 0;
 
 interface Case {
@@ -60,6 +78,20 @@ const cases: Case[] = [
   { name: 'node -e 0 (floor)', argv: [process.execPath, '-e', '0'], env: base },
   { name: 'agent, 1 AWS secret', argv: [process.execPath, join(root, 'dist/agent.js')], env: agentEnv(1) },
   { name: 'agent, 10 AWS secrets', argv: [process.execPath, join(root, 'dist/agent.js')], env: agentEnv(10) },
+  {
+    name: 'agent, 1 GCP secret',
+    argv: [process.execPath, join(root, 'dist/agent.js')],
+    env: oneSecret('projects/bench-project/secrets/bench', {
+      GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
+      GCE_METADATA_HOST: '127.0.0.1:9',
+      GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+    }),
+  },
+  {
+    name: 'agent, 1 Vault secret',
+    argv: [process.execPath, join(root, 'dist/agent.js')],
+    env: oneSecret('vault:secret/data/bench#value', { VAULT_ADDR: vault.addr, VAULT_TOKEN: vaultToken }),
+  },
 ];
 if (hasAwsCli) {
   cases.push({
@@ -91,6 +123,8 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 rmSync(dir, { recursive: true, force: true });
+await gcp.stop();
+await vault.stop();
 console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
 await moto.stop();

@@ -9,6 +9,7 @@ import {
   type Provider,
   type ProviderFactory,
   type ProviderOptions,
+  type SecretValue,
 } from '../providers/provider.ts';
 import { PROVIDERS } from '../providers/registry.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
@@ -22,6 +23,11 @@ export interface FetchOptions {
   readonly backoff?: BackoffPolicy;
   /** Stop after this many rounds (a sidecar refresh makes one; its scheduler backs off instead). */
   readonly maxAttempts?: number;
+  /**
+   * Values already held, by source key: a provider that can peek at versions skips the fetch of a
+   * source whose version did not change, and the held value is returned.
+   */
+  readonly known?: ReadonlyMap<string, SecretValue>;
   /** Told about every provider call: for metrics. */
   readonly observe?: (provider: ProviderName, durationMs: number, outcomes: readonly FetchOutcome[]) => void;
 }
@@ -29,6 +35,7 @@ export interface FetchOptions {
 /** Providers loaded so far, one per backend, created on first use. */
 export class ProviderSet {
   readonly #providers = new Map<ProviderName, Promise<Provider>>();
+  readonly #kept = new Set<ProviderName>();
   readonly #options: ProviderOptions;
 
   constructor(options: ProviderOptions) {
@@ -53,6 +60,17 @@ export class ProviderSet {
       this.#providers.set(name, provider);
     }
     return provider;
+  }
+
+  /** Starts background upkeep in every provider loaded so far (idempotent per provider). */
+  async keepAlive(refetch: (provider: ProviderName, reason: string) => void): Promise<void> {
+    for (const [name, p] of this.#providers) {
+      if (this.#kept.has(name)) continue;
+      const provider = await p.catch(() => undefined);
+      if (!provider?.keepAlive) continue;
+      this.#kept.add(name);
+      provider.keepAlive((reason) => refetch(name, reason));
+    }
   }
 
   async close(): Promise<void> {
@@ -80,7 +98,7 @@ export async function fetchSecrets(
   for (let attempt = 1; pending.length > 0; attempt++) {
     const remaining = deadline - Date.now();
     const signal = AbortSignal.timeout(Math.max(1, Math.min(remaining, ATTEMPT_TIMEOUT_MS)));
-    const round = await fetchRound(pending, providers, signal, options.observe);
+    const round = await fetchRound(pending, providers, signal, options);
 
     const retry: SecretReference[] = [];
     let permanent = false;
@@ -124,7 +142,7 @@ async function fetchRound(
   refs: readonly SecretReference[],
   providers: ProviderSet,
   signal: AbortSignal,
-  observe: FetchOptions['observe'],
+  { observe, known }: FetchOptions,
 ): Promise<FetchOutcome[]> {
   const byProvider = new Map<ProviderName, number[]>();
   refs.forEach((ref, i) => byProvider.set(ref.provider, [...(byProvider.get(ref.provider) ?? []), i]));
@@ -135,10 +153,20 @@ async function fetchRound(
       const started = performance.now();
       try {
         const provider = await providers.get(name);
-        results = await provider.fetch(
-          indices.map((i) => refs[i]!),
-          { signal },
-        );
+        const group = indices.map((i) => refs[i]!);
+        const unchanged = await unchangedSince(provider, group, known, signal);
+        const toFetch = group.map((_, j) => j).filter((j) => !unchanged.has(j));
+        const fetched =
+          toFetch.length > 0
+            ? await provider.fetch(
+                toFetch.map((j) => group[j]!),
+                { signal },
+              )
+            : [];
+        results = group.map((_, j): FetchOutcome => {
+          const held = unchanged.get(j);
+          return held ? { ok: true, value: held } : fetched[toFetch.indexOf(j)]!;
+        });
       } catch (e) {
         const error = toProviderError(e);
         results = indices.map(() => ({ ok: false, error }));
@@ -148,6 +176,31 @@ async function fetchRound(
     }),
   );
   return outcomes;
+}
+
+/**
+ * Positions in `refs` whose held value is still current by the provider's cheap version check.
+ * Empty when the provider cannot peek.
+ */
+async function unchangedSince(
+  provider: Provider,
+  refs: readonly SecretReference[],
+  known: ReadonlyMap<string, SecretValue> | undefined,
+  signal: AbortSignal,
+): Promise<Map<number, SecretValue>> {
+  const unchanged = new Map<number, SecretValue>();
+  if (!provider.peekVersions || !known) return unchanged;
+  const held = refs.map((r) => known.get(sourceKey(r)));
+  const ask = refs.filter((_, i) => held[i] !== undefined);
+  if (ask.length === 0) return unchanged;
+  const versions = await provider.peekVersions(ask, { signal }).catch(() => ask.map(() => undefined));
+  let j = 0;
+  refs.forEach((_, i) => {
+    if (held[i] === undefined) return;
+    if (versions[j] !== undefined && versions[j] === held[i]!.version) unchanged.set(i, held[i]!);
+    j++;
+  });
+  return unchanged;
 }
 
 function checkSize(outcome: FetchOutcome): FetchOutcome {

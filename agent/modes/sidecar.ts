@@ -100,15 +100,30 @@ export class Sidecar {
     const generation = this.#generation;
     for (let attempt = 1; !this.#stopping && generation === this.#generation; attempt++) {
       this.#lastCycleAt = Date.now();
-      if (await this.#refresh(this.#config.secrets, { deadlineMs: this.#config.initDeadlineMs, full: true }))
-        break;
+      const fill = { deadlineMs: this.#config.initDeadlineMs, full: true, fresh: true };
+      if ((await this.#refresh(this.#config.secrets, fill)).ok) break;
       const delay = backoffDelay(attempt, { baseMs: 1000, maxMs: 30_000 });
       this.#log.warn({ attempt, delayMs: delay }, 'not every secret could be delivered yet; retrying');
       await sleep(delay);
     }
     if (this.#stopping || generation !== this.#generation) return;
+    // Token and lease upkeep starts once the providers this config needs are loaded.
+    await this.#providers.keepAlive((provider, reason) => void this.#refetch(provider, reason, generation));
     for (const group of groupByInterval(this.#config.secrets))
       this.#schedule(group, jittered(group.intervalMs), 0, generation);
+  }
+
+  /** A provider says a value must be fetched again now (a lease that cannot be renewed is ending). */
+  async #refetch(provider: string, reason: string, generation: number): Promise<void> {
+    const current = () => !this.#stopping && generation === this.#generation;
+    if (!current()) return;
+    this.#log.info({ provider, reason }, 'fetching new credentials before the old ones end');
+    const specs = this.#config.secrets.filter((s) => s.ref.provider === provider);
+    for (let attempt = 1; attempt <= 5 && current(); attempt++) {
+      const round = { deadlineMs: REFRESH_ROUND_MS, full: false, fresh: true };
+      if ((await this.#refresh(specs, round)).ok) return;
+      await sleep(backoffDelay(attempt, REFRESH_BACKOFF));
+    }
   }
 
   /**
@@ -168,22 +183,15 @@ export class Sidecar {
       this.#timers.delete(timer);
       if (this.#stopping || generation !== this.#generation) return;
       this.#lastCycleAt = Date.now();
-      const ok = await this.#refresh(group.specs, {
-        deadlineMs: REFRESH_ROUND_MS,
-        full: false,
-        maxAttempts: 1,
-      });
+      const round = { deadlineMs: REFRESH_ROUND_MS, full: false, maxAttempts: 1 };
+      const { ok, retryAfterMs } = await this.#refresh(group.specs, round);
       if (this.#stopping || generation !== this.#generation) return;
       const nextFailures = ok ? 0 : failures + 1;
+      // A failed cycle retries sooner than the interval, but never sooner than the backend asked.
+      const backoff = { ...REFRESH_BACKOFF, maxMs: Math.min(REFRESH_BACKOFF.maxMs, group.intervalMs) };
       const next = ok
         ? jittered(group.intervalMs)
-        : Math.min(
-            group.intervalMs,
-            backoffDelay(nextFailures, {
-              ...REFRESH_BACKOFF,
-              maxMs: Math.min(REFRESH_BACKOFF.maxMs, group.intervalMs),
-            }),
-          );
+        : Math.max(retryAfterMs, Math.min(group.intervalMs, backoffDelay(nextFailures, backoff)));
       this.#schedule(group, next, nextFailures, generation);
     }, delayMs);
     this.#timers.add(timer);
@@ -192,12 +200,13 @@ export class Sidecar {
   /**
    * One refresh of `specs`: fetch, and when content changed, render the whole set and swap it.
    * `full` re-renders even when no fetched value changed: the first fill, and after a reconfigure
-   * (a secret may have been removed or moved to another file).
+   * (a secret may have been removed or moved to another file). Unless `fresh`, providers that can
+   * peek at versions skip values whose version is unchanged.
    */
   async #refresh(
     specs: readonly SecretSpec[],
-    opts: { deadlineMs: number; full: boolean; maxAttempts?: number },
-  ): Promise<boolean> {
+    opts: { deadlineMs: number; full: boolean; maxAttempts?: number; fresh?: boolean },
+  ): Promise<{ ok: boolean; retryAfterMs: number }> {
     const outcomes = await fetchSecrets(
       specs.map((s) => s.ref),
       this.#providers,
@@ -205,10 +214,12 @@ export class Sidecar {
         deadlineMs: opts.deadlineMs,
         log: this.#log,
         ...(opts.maxAttempts ? { maxAttempts: opts.maxAttempts } : {}),
+        ...(opts.fresh ? {} : { known: this.#values }),
         observe: (provider, ms, results) => this.#observe(provider, ms, results),
       },
     );
     let allOk = true;
+    let retryAfterMs = 0;
     const fresh = new Map<string, SourceValue>();
     for (const spec of specs) {
       const key = sourceKey(spec.ref);
@@ -218,6 +229,7 @@ export class Sidecar {
         this.metrics.lastSuccess.set({ file: spec.filename || '.' }, Date.now() / 1000);
       } else {
         allOk = false;
+        retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
         this.#log.warn(
           {
             id: spec.id,
@@ -234,7 +246,7 @@ export class Sidecar {
     const applied = this.#applying.then(() => this.#apply(fresh, opts.full));
     this.#applying = applied.catch(() => undefined);
     const wrote = await applied;
-    return allOk && wrote;
+    return { ok: allOk && wrote, retryAfterMs };
   }
 
   async #apply(fresh: ReadonlyMap<string, SourceValue>, full: boolean): Promise<boolean> {

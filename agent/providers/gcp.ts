@@ -34,6 +34,7 @@ export interface GcpVersionState {
 
 export interface GcpProvider extends Provider<GcpReference> {
   close(): void;
+  peekVersions(refs: readonly GcpReference[], ctx: FetchContext): Promise<(string | undefined)[]>;
   /**
    * GetSecretVersion: a metadata read (no payload, no access to the value) that tells which version
    * `latest` or an alias points at now, so the sidecar can skip an access when nothing changed.
@@ -112,8 +113,19 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
     }
   };
 
-  return {
+  const provider: GcpProvider = {
     fetch: (refs, ctx) => fetchEach(refs, CONCURRENCY, (ref) => access(ref, ctx)),
+    // A sidecar refresh asks which version `latest` is (no access operation, no payload) and reads the
+    // value only when it moved. A disabled or unreadable version is fetched, to report its error.
+    peekVersions: (refs, ctx) =>
+      Promise.all(
+        refs.map((ref) =>
+          provider.describeVersion(ref, ctx).then(
+            (v) => (v.state === 'ENABLED' ? v.version : undefined),
+            () => undefined,
+          ),
+        ),
+      ),
     async describeVersion(ref, ctx) {
       const name = versionName(ref);
       try {
@@ -137,6 +149,7 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
       client = undefined;
     },
   };
+  return provider;
 }) satisfies ProviderFactory<GcpReference>;
 
 interface Endpoint {

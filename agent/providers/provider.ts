@@ -70,7 +70,18 @@ export interface Provider<R extends SecretReference = SecretReference> {
    * backend allows (AWS BatchGetSecretValue); a failure of one reference does not fail the others.
    */
   fetch(refs: readonly R[], ctx: FetchContext): Promise<FetchOutcome[]>;
-  /** Releases clients and sockets. */
+  /**
+   * For a long-running agent: the version each reference would read now, learnt without reading the
+   * value (GCP GetSecretVersion, Vault KV v2 metadata), so an unchanged secret costs no access.
+   * `undefined` for a reference means "cannot tell cheaply": it is fetched. Never throws.
+   */
+  peekVersions?(refs: readonly R[], ctx: FetchContext): Promise<(string | undefined)[]>;
+  /**
+   * For a long-running agent: start background upkeep (token and lease renewal). `refetch` is called
+   * when a value must be fetched again before it stops working (a lease that cannot be renewed).
+   */
+  keepAlive?(refetch: (reason: string) => void): void;
+  /** Releases clients, sockets and timers. */
   close?(): void;
 }
 

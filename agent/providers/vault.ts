@@ -68,9 +68,44 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
     return value;
   };
 
+  /**
+   * The version a reference would read now, without reading the value: KV v2 metadata
+   * (`current_version`, needs `read` on <mount>/metadata/<key>). Anything else, or any error: undefined,
+   * and the value is read as usual (a leased dynamic secret is then served from the lease, no call).
+   */
+  const metadataDenied = new Set<string>();
+  const peekOne = async (ref: VaultReference, signal: AbortSignal): Promise<string | undefined> => {
+    if (session.leases.reusable(sourceKey(ref))) return undefined;
+    if (ref.version !== undefined) return String(ref.version); // a pinned KV v2 version never changes
+    const token = await session.token(signal);
+    const plan = await mounts.plan(ref, token, signal);
+    const mount = plan.mount;
+    if (plan.shape !== 'kv2' || !mount || !plan.apiPath.startsWith(`${mount}data/`)) return undefined;
+    const path = `${mount}metadata/${plan.apiPath.slice(mount.length + 5)}`;
+    if (metadataDenied.has(path)) return undefined;
+    let answer: VaultEnvelope;
+    try {
+      answer = await api.read(path, token, signal);
+    } catch (e) {
+      // Without `read` on the metadata path, stop asking: a denied request every cycle only fills the audit log.
+      if (e instanceof VaultResponseError && e.status === 403) metadataDenied.add(path);
+      return undefined;
+    }
+    const current = isObject(answer.data) ? answer.data.current_version : undefined;
+    return typeof current === 'number' ? String(current) : undefined;
+  };
+
   return {
     session,
     fetch: (refs, ctx) => fetchEach(refs, CONCURRENCY, (ref) => readOne(ref, ctx.signal)),
+    peekVersions: (refs, ctx) =>
+      Promise.all(refs.map((ref) => peekOne(ref, ctx.signal).catch(() => undefined))),
+    keepAlive(refetch) {
+      session.subscribe((event) => {
+        if (event.type === 'lease-ending') refetch(`lease of ${event.ref} ends (${event.reason})`);
+      });
+      session.start();
+    },
     close() {
       session.stop();
       api.close();

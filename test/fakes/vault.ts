@@ -488,6 +488,7 @@ export class FakeVault {
     rest: string,
     query: URLSearchParams,
   ): { status?: number; body: unknown } {
+    if (rest.startsWith('metadata/')) return this.#readKv2Metadata(mount, rest.slice(9));
     if (!rest.startsWith('data/')) throw notFound();
     const versions = mount.entries.get(rest.slice(5));
     if (!versions) throw notFound();
@@ -507,6 +508,37 @@ export class FakeVault {
     // The real plugin answers a deleted or destroyed version with its metadata and a 404.
     if (gone) return { status: 404, body: envelope({ data: { data: null, metadata } }) };
     return { body: envelope({ data: { data: structuredClone(version.data), metadata } }) };
+  }
+
+  /** `GET <mount>/metadata/<key>`: the key's versions without any value, as the real plugin answers. */
+  #readKv2Metadata(mount: Extract<Mount, { version: 2 }>, key: string): { body: unknown } {
+    const versions = mount.entries.get(key);
+    if (!versions || versions.length === 0) throw notFound();
+    const now = this.clock.now();
+    return {
+      body: envelope({
+        data: {
+          cas_required: false,
+          created_time: iso(versions[0]!.createdAt),
+          current_version: versions.length,
+          custom_metadata: null,
+          delete_version_after: '0s',
+          max_versions: 0,
+          oldest_version: 0,
+          updated_time: iso(versions.at(-1)!.createdAt),
+          versions: Object.fromEntries(
+            versions.map((v, i) => [
+              String(i + 1),
+              {
+                created_time: iso(v.createdAt),
+                deletion_time: v.deletedAt === undefined || v.deletedAt > now ? '' : iso(v.deletedAt),
+                destroyed: v.destroyed,
+              },
+            ]),
+          ),
+        },
+      }),
+    };
   }
 
   #issueCreds(
