@@ -1,6 +1,5 @@
 import packageJson from '../package.json' with { type: 'json' };
-import { readConfigFile } from './contract/config-file.ts';
-import { parseAgentConfig, type AgentConfig } from './contract/env.ts';
+import { parseAgentConfig, withConfigFile, type AgentConfig } from './contract/env.ts';
 import { ConfigError, ConfigErrors } from './contract/errors.ts';
 import { createLogger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
@@ -12,8 +11,7 @@ import { formatFailureSummary, runInit } from './modes/init.ts';
 async function main(): Promise<number> {
   let config: AgentConfig;
   try {
-    const file = process.env.AGENT_CONFIG_FILE;
-    config = parseAgentConfig(file ? { ...process.env, ...readConfigFile(file) } : process.env);
+    config = parseAgentConfig(withConfigFile(process.env, process.env.AGENT_CONFIG_FILE));
   } catch (e) {
     if (e instanceof ConfigErrors || e instanceof ConfigError) {
       const errors = e instanceof ConfigErrors ? e.errors : [e];

@@ -1,7 +1,14 @@
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
-import { parseDuration } from '../agent/contract/duration.ts';
+import { readConfigFile } from '../agent/contract/config-file.ts';
 import { ConfigError, ConfigErrors, quote } from '../agent/contract/errors.ts';
+import {
+  duration,
+  nonEmpty,
+  oneOf,
+  setting,
+  settingsReader,
+  type Env,
+  type Setting,
+} from '../agent/contract/settings.ts';
 import type { LogLevel } from '../agent/contract/env.ts';
 import { absolutePath, quantity, userId } from './annotations.ts';
 
@@ -11,37 +18,11 @@ import { absolutePath, quantity, userId } from './annotations.ts';
  * env wins over the file. renderWebhookEnvTable() turns it into the docs table.
  */
 
-interface Setting<T> {
-  readonly default: string | undefined;
-  readonly doc: string;
-  readonly parse: (text: string, field: string) => T;
-}
-
-function setting<T>(s: Setting<T>): Setting<T> {
-  return s;
-}
-
-function oneOf<const T extends string>(values: readonly T[]) {
-  return (text: string, field: string): T => {
-    if ((values as readonly string[]).includes(text)) return text as T;
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not one of ${values.join(', ')}`,
-      `set it to one of ${values.join(', ')}`,
-    );
-  };
-}
-
 function port(text: string, field: string): number {
   const n = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
   if (!(n >= 0 && n <= 65535))
     throw new ConfigError(field, `${quote(text)} is not a port`, 'use 1 to 65535 (0: any free port)');
   return n;
-}
-
-function nonEmpty(text: string, field: string): string {
-  if (text.trim() === '') throw new ConfigError(field, 'is empty', 'set a value');
-  return text;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -53,19 +34,6 @@ function dnsLabel(text: string, field: string): string {
       'use lower-case letters, digits and -',
     );
   return text;
-}
-
-function duration(min: number) {
-  return (text: string, field: string): number => {
-    const ms = parseDuration(text);
-    if (ms === undefined || ms < min)
-      throw new ConfigError(
-        field,
-        `${quote(text)} is not a duration of at least ${min / 1000}s`,
-        'write it like 24h or 720h',
-      );
-    return ms;
-  };
 }
 
 function optionalQuantity(text: string, field: string): string | undefined {
@@ -123,12 +91,12 @@ export const WEBHOOK_SETTINGS = {
   CERT_VALIDITY: setting({
     default: '168h',
     doc: 'Self-managed mode: lifetime of a serving cert; renewed when a third of it is left.',
-    parse: duration(3_600_000),
+    parse: duration(3_600_000, Infinity, '24h or 720h'),
   }),
   CA_VALIDITY: setting({
     default: '8760h',
     doc: 'Self-managed mode: lifetime of the CA; renewed when a third is left, the old CA staying in the caBundle until it expires.',
-    parse: duration(3_600_000),
+    parse: duration(3_600_000, Infinity, '24h or 720h'),
   }),
   AGENT_IMAGE: setting({
     default: undefined,
@@ -245,73 +213,26 @@ export interface WebhookConfig {
   readonly injection: InjectionDefaults;
 }
 
-type Env = Readonly<Record<string, string | undefined>>;
-
-/** Reads the YAML config file named by WEBHOOK_CONFIG_FILE into env-shaped text values. */
-function readConfigFile(path: string): Record<string, string> {
-  let doc: unknown;
-  try {
-    doc = parseYaml(readFileSync(path, 'utf8'));
-  } catch (e) {
-    throw new ConfigErrors([
-      new ConfigError(
-        'WEBHOOK_CONFIG_FILE',
-        `${quote(path)} could not be read as YAML (${(e as Error).name})`,
-        'point it at a readable YAML mapping',
-      ),
-    ]);
-  }
-  if (doc === null || doc === undefined) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc))
-    throw new ConfigErrors([
-      new ConfigError('WEBHOOK_CONFIG_FILE', 'is not a YAML mapping', 'write NAME: value lines'),
-    ]);
-  const out: Record<string, string> = {};
-  const errors: ConfigError[] = [];
-  for (const [key, value] of Object.entries(doc)) {
-    if (!Object.hasOwn(WEBHOOK_SETTINGS, key) || key === 'WEBHOOK_CONFIG_FILE') {
-      errors.push(
-        new ConfigError(
-          `${path}: ${key}`,
-          'is not a webhook setting',
-          `use one of ${Object.keys(WEBHOOK_SETTINGS).join(', ')}`,
-        ),
-      );
-    } else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
-      out[key] = String(value);
-    } else {
-      errors.push(new ConfigError(`${path}: ${key}`, 'is not a scalar', 'write a string, number or boolean'));
-    }
-  }
-  if (errors.length) throw new ConfigErrors(errors);
-  return out;
-}
-
 /** Parses env (and the optional config file) into a typed config; throws ConfigErrors listing all problems. */
 export function parseWebhookConfig(env: Env): WebhookConfig {
   const errors: ConfigError[] = [];
-  let file: Record<string, string> = {};
+  let file: Env = {};
   if (env.WEBHOOK_CONFIG_FILE !== undefined) {
+    const isSetting = (key: string) => Object.hasOwn(WEBHOOK_SETTINGS, key) && key !== 'WEBHOOK_CONFIG_FILE';
+    let path: string;
     try {
-      file = readConfigFile(absolutePath(env.WEBHOOK_CONFIG_FILE, 'WEBHOOK_CONFIG_FILE'));
+      path = absolutePath(env.WEBHOOK_CONFIG_FILE, 'WEBHOOK_CONFIG_FILE');
     } catch (e) {
       if (e instanceof ConfigError) throw new ConfigErrors([e]);
       throw e;
     }
+    file = readConfigFile(path, 'WEBHOOK_CONFIG_FILE', isSetting);
   }
-  const read = <T>(name: WebhookSettingName, s: Setting<T>): T | undefined => {
-    const raw = env[name] ?? file[name] ?? s.default;
-    if (raw === undefined) return undefined;
-    try {
-      return s.parse(raw, name);
-    } catch (e) {
-      if (e instanceof ConfigError) {
-        errors.push(e);
-        return undefined;
-      }
-      throw e;
-    }
-  };
+  // Env wins over the file.
+  const read = settingsReader([env, file], errors) as <T>(
+    name: WebhookSettingName,
+    s: Setting<T>,
+  ) => T | undefined;
   const s = WEBHOOK_SETTINGS;
   const tlsMode = read('TLS_MODE', s.TLS_MODE);
   const agentImage = read('AGENT_IMAGE', s.AGENT_IMAGE);

@@ -1,59 +1,68 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import type { Env } from './env.ts';
-import { ConfigError, quote } from './errors.ts';
+import { ConfigError, ConfigErrors, quote } from './errors.ts';
+import type { Env } from './settings.ts';
 
 /**
- * Reads AGENT_CONFIG_FILE: a JSON or YAML mapping whose keys are the env names of the tables
- * (`REFRESH_INTERVAL: 1m`, `SECRET_0_REF: aws:db`), so one vocabulary serves env, files and docs.
- * Scalars become the strings env would hold; anything nested is an error.
+ * Reads a settings file (AGENT_CONFIG_FILE, WEBHOOK_CONFIG_FILE): a YAML mapping (JSON is YAML too)
+ * whose keys are the env names of the README tables, so one vocabulary serves env, files and docs.
+ * Scalars become the strings env would hold. Throws ConfigErrors naming `field` and each bad key;
+ * parser messages are never passed on, because they quote the file's text.
  */
-export function readConfigFile(path: string): Env {
+export function readConfigFile(path: string, field: string, isSetting: (key: string) => boolean): Env {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new ConfigError(
-      'AGENT_CONFIG_FILE',
-      `cannot read ${quote(path)} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
-      'mount the file there, readable by the agent',
-    );
+    const code = (e as NodeJS.ErrnoException).code ?? 'error';
+    throw new ConfigErrors([
+      new ConfigError(
+        field,
+        `cannot read ${quote(path)} (${code})`,
+        'mount the file there, readable by this process',
+      ),
+    ]);
   }
   let doc: unknown;
   try {
-    doc = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+    doc = parseYaml(text);
   } catch {
-    // Parser messages may quote the file, which can hold references but should never be echoed whole.
-    throw new ConfigError(
-      'AGENT_CONFIG_FILE',
-      `${quote(path)} is not valid ${path.endsWith('.json') ? 'JSON' : 'YAML'}`,
-      'fix the syntax',
-    );
+    throw new ConfigErrors([
+      new ConfigError(field, `${quote(path)} is not valid YAML or JSON`, 'fix the syntax'),
+    ]);
   }
   if (doc === null || doc === undefined) return {};
   if (typeof doc !== 'object' || Array.isArray(doc)) {
-    throw new ConfigError(
-      'AGENT_CONFIG_FILE',
-      `${quote(path)} is not a mapping of settings`,
-      'write NAME: value lines with the env names of the README tables',
-    );
+    throw new ConfigErrors([
+      new ConfigError(
+        field,
+        `${quote(path)} is not a mapping of settings`,
+        'write NAME: value lines with the names of the README tables',
+      ),
+    ]);
   }
   const env: Record<string, string> = {};
+  const errors: ConfigError[] = [];
   for (const [key, value] of Object.entries(doc as Record<string, unknown>)) {
-    if (!/^[A-Z][A-Z0-9_]*$/.test(key))
-      throw new ConfigError(
-        `AGENT_CONFIG_FILE ${quote(key)}`,
-        'is not a setting name',
-        'use the env names of the README tables, e.g. REFRESH_INTERVAL',
+    if (!isSetting(key))
+      errors.push(
+        new ConfigError(
+          `${field} ${quote(key)}`,
+          'is not a setting this file can hold',
+          'use the names of the README tables',
+        ),
       );
-    if (typeof value === 'string') env[key] = value;
+    else if (typeof value === 'string') env[key] = value;
     else if (typeof value === 'number' || typeof value === 'boolean') env[key] = String(value);
     else
-      throw new ConfigError(
-        `AGENT_CONFIG_FILE ${key}`,
-        'is not a string, number or boolean',
-        'write a plain value',
+      errors.push(
+        new ConfigError(
+          `${field} ${quote(key)}`,
+          'is not a string, number or boolean',
+          'write a plain value',
+        ),
       );
   }
+  if (errors.length > 0) throw new ConfigErrors(errors);
   return env;
 }

@@ -1,7 +1,20 @@
-import { parseDuration } from './duration.ts';
+import { readConfigFile } from './config-file.ts';
 import { ConfigError, ConfigErrors, quote } from './errors.ts';
 import { findPathConflict, validateRelativePath } from './path.ts';
 import { parseReference, type SecretReference } from './reference.ts';
+import {
+  absolutePath,
+  boolean,
+  duration,
+  nonEmpty,
+  oneOf,
+  setting,
+  settingsReader,
+  type Env,
+  type Setting,
+} from './settings.ts';
+
+export type { Env } from './settings.ts';
 
 /**
  * The agent's environment contract, declared once as data. The agent parses env with it, the
@@ -61,49 +74,6 @@ export interface SidecarSettings {
   readonly exitWithProcess?: string;
 }
 
-interface Setting<T> {
-  /** The default as the user would write it; undefined means optional with no default. */
-  readonly default: string | undefined;
-  readonly doc: string;
-  readonly parse: (text: string, field: string) => T;
-}
-
-function setting<T>(s: Setting<T>): Setting<T> {
-  return s;
-}
-
-function oneOf<const T extends string>(values: readonly T[]): (text: string, field: string) => T {
-  return (text, field) => {
-    if ((values as readonly string[]).includes(text)) return text as T;
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not one of ${values.join(', ')}`,
-      `set it to one of ${values.join(', ')}`,
-    );
-  };
-}
-
-function boolean(text: string, field: string): boolean {
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  throw new ConfigError(field, `${quote(text)} is not a boolean`, 'set it to true or false');
-}
-
-function duration(min: number, max: number) {
-  return (text: string, field: string): number => {
-    const ms = parseDuration(text);
-    if (ms === undefined)
-      throw new ConfigError(field, `${quote(text)} is not a duration`, 'write it like 30s, 1m30s or 2m');
-    if (ms < min || ms > max)
-      throw new ConfigError(
-        field,
-        `${quote(text)} is out of range`,
-        `use between ${min / 1000}s and ${max / 1000}s`,
-      );
-    return ms;
-  };
-}
-
 function signalName(text: string, field: string): NodeJS.Signals {
   const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2', 'SIGWINCH'] as const;
   const name = text.startsWith('SIG') ? text : `SIG${text}`;
@@ -143,21 +113,6 @@ function listenAddress(text: string, field: string): { host: string; port: numbe
       'write it like 0.0.0.0:8099 or 127.0.0.1:9000',
     );
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
-}
-
-function nonEmpty(text: string, field: string): string {
-  if (text.trim() === '') throw new ConfigError(field, 'is empty', 'set a value or remove the variable');
-  return text;
-}
-
-function absolutePath(text: string, field: string): string {
-  if (!text.startsWith('/') || text.includes('\0'))
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not an absolute path`,
-      'use an absolute path such as /var/run/secrets/app',
-    );
-  return text;
 }
 
 function podField(text: string, field: string): string {
@@ -358,7 +313,6 @@ export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
 ];
 
 const SECRET_VAR = /^SECRET_(\d+)_([A-Z0-9_]+)$/;
-export type Env = Readonly<Record<string, string | undefined>>;
 
 /** The env var name of setting `name` of secret `index`. */
 export function secretVar(index: number, name: SecretSettingName): string {
@@ -368,19 +322,7 @@ export function secretVar(index: number, name: SecretSettingName): string {
 /** Parses the agent's env into a typed config; throws ConfigErrors listing every problem found. */
 export function parseAgentConfig(env: Env): AgentConfig {
   const errors: ConfigError[] = [];
-  const read = <T>(name: string, s: Setting<T>, fallback?: string): T | undefined => {
-    const raw = env[name] ?? fallback ?? s.default;
-    if (raw === undefined) return undefined;
-    try {
-      return s.parse(raw, name);
-    } catch (e) {
-      if (e instanceof ConfigError) {
-        errors.push(e);
-        return undefined;
-      }
-      throw e;
-    }
-  };
+  const read = settingsReader([env], errors);
 
   const g = AGENT_SETTINGS;
   const mode = read('AGENT_MODE', g.AGENT_MODE);
@@ -599,6 +541,16 @@ function findFileConflict(secrets: readonly SecretSpec[]): ConfigError | undefin
     }
   }
   return undefined;
+}
+
+/** Keys AGENT_CONFIG_FILE may hold: the agent's settings and SECRET_<N>_* (not the file's own name). */
+function isAgentFileSetting(key: string): boolean {
+  return (Object.hasOwn(AGENT_SETTINGS, key) && key !== 'AGENT_CONFIG_FILE') || SECRET_VAR.test(key);
+}
+
+/** The agent's env with AGENT_CONFIG_FILE's settings laid over it (the file wins: it is the one edited live). */
+export function withConfigFile(env: Env, path: string | undefined): Env {
+  return path ? { ...env, ...readConfigFile(path, 'AGENT_CONFIG_FILE', isAgentFileSetting) } : env;
 }
 
 /** Groups SECRET_<N>_<NAME> variables by N; reports unknown names and non-canonical numbers. */

@@ -3,8 +3,13 @@ import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { readConfigFile } from '../contract/config-file.ts';
-import { parseAgentConfig, type AgentConfig, type Env, type SecretSpec } from '../contract/env.ts';
+import {
+  parseAgentConfig,
+  withConfigFile,
+  type AgentConfig,
+  type Env,
+  type SecretSpec,
+} from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
@@ -433,7 +438,7 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
       if (text === lastText) return;
       lastText = text;
       try {
-        const next = parseAgentConfig({ ...env, ...readConfigFile(configFile) });
+        const next = parseAgentConfig(withConfigFile(env, configFile));
         log.info({ file: configFile }, 'configuration file changed; applying');
         void sidecar.reconfigure(next, options.createNotifiers(next.sidecar, notifierDeps));
       } catch (e) {

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
-import { parseAgentConfig, renderSecretEnv, type Env } from '../../agent/contract/env.ts';
+import { parseAgentConfig, renderSecretEnv, withConfigFile, type Env } from '../../agent/contract/env.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 
@@ -276,5 +279,44 @@ describe('split directories', () => {
     });
     assert.equal(errors[0]!.field, 'SECRET_1_FILENAME');
     assert.match(errors[0]!.message, /split directory "db\/x" is where SECRET_0 writes the file "db"/);
+  });
+});
+
+describe('AGENT_CONFIG_FILE', () => {
+  it('lays the file over env, accepting only the agent’s settings and SECRET_<N>_*', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'secret-agent-cfg-'));
+    try {
+      const file = join(dir, 'agent.yaml');
+      writeFileSync(
+        file,
+        'REFRESH_INTERVAL: 2m\nSECRET_0_REF: aws:db\nSECRET_0_FILENAME: db\nREQUIRE_MEMORY_FS: false\n',
+      );
+      const config = parseAgentConfig(withConfigFile({ REFRESH_INTERVAL: '5m', SECRETS_DIR: '/s' }, file));
+      assert.equal(config.sidecar.refreshIntervalMs, 120_000, 'the file wins over env');
+      assert.equal(config.secretsDir, '/s');
+      assert.equal(config.requireMemoryFs, false);
+
+      writeFileSync(file, 'VAULT_ADDR: http://x\nAGENT_CONFIG_FILE: /other\nSECRET_0_REF: [a]\n');
+      assert.throws(
+        () => withConfigFile({}, file),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigErrors);
+          assert.deepEqual(
+            e.errors.map((x) => x.field),
+            [
+              'AGENT_CONFIG_FILE "VAULT_ADDR"',
+              'AGENT_CONFIG_FILE "AGENT_CONFIG_FILE"',
+              'AGENT_CONFIG_FILE "SECRET_0_REF"',
+            ],
+          );
+          return true;
+        },
+      );
+      writeFileSync(file, 'SECRET_0_REF: "unterminated\n');
+      assert.throws(() => withConfigFile({}, file), /is not valid YAML or JSON/);
+      assert.throws(() => withConfigFile({}, join(dir, 'missing.yaml')), /cannot read .*ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -57,7 +57,7 @@ describe('webhook configuration', () => {
       writeFileSync(file, 'AGENT_IMAGES: x\nLOG_LEVEL: [a]\n');
       assert.deepEqual(
         fields(() => parseWebhookConfig({ WEBHOOK_CONFIG_FILE: file })),
-        [`${file}: AGENT_IMAGES`, `${file}: LOG_LEVEL`],
+        ['WEBHOOK_CONFIG_FILE "AGENT_IMAGES"', 'WEBHOOK_CONFIG_FILE "LOG_LEVEL"'],
       );
       assert.deepEqual(
         fields(() => parseWebhookConfig({ WEBHOOK_CONFIG_FILE: 'relative.yaml' })),
