@@ -39,16 +39,8 @@ async function main(): Promise<number> {
   try {
     if (config.mode === 'sidecar') {
       // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
-      const [{ runSidecar }, { createNotifiers }] = await Promise.all([
-        import('./modes/sidecar.ts'),
-        import('./notify/create-notifiers.ts'),
-      ]);
-      return await runSidecar(config, {
-        log,
-        agentVersion: packageJson.version,
-        env: process.env,
-        createNotifiers,
-      });
+      const { runSidecar } = await import('./modes/sidecar.ts');
+      return await runSidecar(config, { log, agentVersion: packageJson.version, env: process.env });
     }
     const result = await runInit(config, { log, agentVersion: packageJson.version });
     if (result.ok) return 0;

@@ -1,4 +1,4 @@
-import { watch, type FSWatcher } from 'chokidar';
+import type { FSWatcher } from 'chokidar';
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { dirname } from 'node:path';
@@ -9,6 +9,7 @@ import {
   type AgentConfig,
   type Env,
   type SecretSpec,
+  type SidecarSettings,
 } from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
@@ -16,7 +17,7 @@ import { backoffDelay } from '../fetch/backoff.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
-import type { CreateNotifiers, Notifier, RotationEvent } from '../notify/notifier.ts';
+import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
 import { findProcessesByName } from '../proc/find-processes.ts';
 import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
@@ -401,7 +402,6 @@ export interface RunSidecarOptions {
   readonly agentVersion: string;
   /** The process env; the config file's settings are laid over it on every reload. */
   readonly env: Env;
-  readonly createNotifiers: CreateNotifiers;
 }
 
 /**
@@ -420,7 +420,7 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   const sidecar = await Sidecar.start(config, {
     log,
     agentVersion: options.agentVersion,
-    notifiers: options.createNotifiers(config.sidecar, notifierDeps),
+    notifiers: await loadNotifiers(config.sidecar, notifierDeps),
   });
   log.info(
     { addr: `${config.sidecar.httpAddr.host}:${sidecar.httpPort}` },
@@ -432,15 +432,18 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   if (configFile) {
     let lastText = safeRead(configFile);
     // Watch the directory: a ConfigMap update swaps a ..data symlink there and never writes the file itself.
+    // chokidar loads only when a config file is used.
+    const { watch } = await import('chokidar');
     watcher = watch(dirname(configFile), { ignoreInitial: true, depth: 0 });
-    watcher.on('all', () => {
+    watcher.on('all', async () => {
       const text = safeRead(configFile);
       if (text === lastText) return;
       lastText = text;
       try {
         const next = parseAgentConfig(withConfigFile(env, configFile));
+        const notifiers = await loadNotifiers(next.sidecar, notifierDeps);
         log.info({ file: configFile }, 'configuration file changed; applying');
-        void sidecar.reconfigure(next, options.createNotifiers(next.sidecar, notifierDeps));
+        void sidecar.reconfigure(next, notifiers);
       } catch (e) {
         if (!(e instanceof ConfigError || e instanceof ConfigErrors)) throw e;
         sidecar.metrics.reloads.inc({ outcome: 'rejected' });
@@ -502,6 +505,16 @@ function watchAppExit(name: string, log: Logger, exit: () => void): NodeJS.Timeo
       busy = false;
     }
   }, 1000);
+}
+
+/**
+ * The notifiers the settings ask for. Their module (most of it the HTTP client, undici) loads only
+ * when at least one is configured, so a sidecar that only keeps files fresh never pays for it.
+ */
+async function loadNotifiers(settings: SidecarSettings, deps: NotifierDeps): Promise<Notifier[]> {
+  if (!settings.signal && !settings.http && !settings.command && !settings.restartOnChange) return [];
+  const { createNotifiers } = await import('../notify/create-notifiers.ts');
+  return createNotifiers(settings, deps);
 }
 
 function kubernetesApiUrl(env: Env): string | undefined {
