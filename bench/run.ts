@@ -4,7 +4,9 @@
  *   floor      node -e 0                         (Node's own start-up)
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
  * then the sidecar (bench/sidecar.ts). Figures are medians; ratios are what to compare across
- * machines. Writes bench/results/latest.json. BENCH_ROUNDS, BENCH_SOAK_SECONDS tune the run.
+ * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
+ * and the webhook (bench/webhook.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
+ * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { spawnSync } from 'node:child_process';
@@ -13,10 +15,12 @@ import { join } from 'node:path';
 import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
 import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
+import { benchAtomicity } from './atomicity.ts';
 import { benchSidecar } from './sidecar.ts';
+import { benchWebhook, formatWebhookFigures } from './webhook.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
-const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 180);
+const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);
 const root = new URL('../', import.meta.url).pathname;
 const moto = await startMoto();
 const base = {
@@ -128,6 +132,10 @@ await vault.stop();
 console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
 await moto.stop();
+console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
+const atomicity = await benchAtomicity(1_000_000, 10_000);
+console.log('webhook: admission latency and throughput over keep-alive HTTPS…');
+const webhook = await benchWebhook();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const m = Object.fromEntries(cases.map((c) => [c.name, median(samples.get(c.name)!)]));
@@ -178,8 +186,17 @@ console.log(
 );
 console.log(`| open fds start → end | ${sidecar.openFds.start} → ${sidecar.openFds.end} | flat |`);
 
+console.log(`\natomicity: a reader process against AtomicDir swaps\n`);
+console.log('| figure | value | target |\n| --- | ---: | ---: |');
+console.log(`| swaps | ${atomicity.swaps} | ≥ 10000 |`);
+console.log(`| file reads (sets) | ${atomicity.fileReads} (${atomicity.consistentSets}) | ≥ 1000000 |`);
+console.log(`| torn / mixed sets | ${atomicity.torn} / ${atomicity.mixed} | 0 / 0 |`);
+console.log(`| sets retried (payload removed under the reader: ENOENT) | ${atomicity.retriedSets} | |`);
+
+console.log(`\n${formatWebhookFigures(webhook)}`);
+
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, atomicity, webhook, targets }, null, 2)}\n`,
 );
