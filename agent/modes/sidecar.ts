@@ -472,8 +472,9 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
         resolve(0);
       })();
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    // on, not once: a second signal during the final swap must not take the default action.
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
     const app = config.sidecar.exitWithProcess;
     if (app) exitWatch = watchAppExit(app, log, () => stop(`${app} exited`));
   });

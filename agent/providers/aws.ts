@@ -6,6 +6,7 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import type { AwsReference } from '../contract/reference.ts';
 import {
+  errorDetail,
   fetchEach,
   ProviderError,
   toProviderError,
@@ -212,7 +213,7 @@ function awsError(e: unknown, region: string): ProviderError {
     $retryable?: unknown;
   };
   const name = err?.name ?? 'Error';
-  const detail = `${name}: ${err?.message ?? ''}`;
+  const detail = errorDetail(e);
   switch (name) {
     case 'ResourceNotFoundException':
       return new ProviderError(

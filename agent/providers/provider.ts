@@ -135,12 +135,29 @@ export function toProviderError(e: unknown): ProviderError {
       'check network reach to the backend; retried until the deadline',
     );
   }
-  return new ProviderError(
-    'internal',
-    `${code}: ${err?.message ?? String(e)}`,
-    'see the message; report it if it persists',
-    { transient: false },
-  );
+  return new ProviderError('internal', errorDetail(e), 'see the message; report it if it persists', {
+    transient: false,
+  });
+}
+
+/**
+ * `Name: message` of an error, for a summary or a log line. A parser's message quotes its input, and
+ * a backend that answers with a bare value (a misrouted endpoint) would put the secret there, so for
+ * a parse failure only the fact and the HTTP status are kept.
+ */
+export function errorDetail(e: unknown): string {
+  const err = e as {
+    name?: string;
+    message?: string;
+    $responseBodyText?: unknown;
+    $metadata?: { httpStatusCode?: number };
+  };
+  const name = err?.name ?? 'Error';
+  if (name === 'SyntaxError' || err?.$responseBodyText !== undefined) {
+    const status = err?.$metadata?.httpStatusCode;
+    return `${name}: the backend's answer could not be parsed${status ? ` (HTTP ${status})` : ''}`;
+  }
+  return `${name}: ${err?.message ?? String(e)}`;
 }
 
 const NETWORK_CODES = [
