@@ -64,6 +64,9 @@ function denied(
   return { outcome: 'denied', errors, review: denyResponse(request, message) };
 }
 
+const ACCEPTED_ENV = new Set<string>();
+const ACCEPTED_ENV_LIMIT = 1024;
+
 /**
  * Runs the agent's own parser over the env we are about to render, so a pod is denied now (naming
  * the annotation) rather than crash-looping later on a combination only the agent checks.
@@ -72,8 +75,14 @@ function checkAgentAccepts(injection: InjectionRequest): void {
   const { env, sources } = renderAgentEnv(injection, 'sidecar');
   const values: Record<string, string> = {};
   for (const e of env) values[e.name] = 'value' in e ? e.value : 'downward-api';
+  // The check is a pure function of the env, and every pod of a workload renders the same env:
+  // a rollout of N replicas parses it once.
+  const key = JSON.stringify(values);
+  if (ACCEPTED_ENV.has(key)) return;
   try {
     parseAgentConfig(values satisfies Env);
+    if (ACCEPTED_ENV.size >= ACCEPTED_ENV_LIMIT) ACCEPTED_ENV.clear();
+    ACCEPTED_ENV.add(key);
   } catch (e) {
     if (!(e instanceof ConfigErrors)) throw e;
     throw new ConfigErrors(
