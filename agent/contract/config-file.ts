@@ -25,7 +25,9 @@ export function readConfigFile(path: string, field: string, isSetting: (key: str
   }
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    // logLevel 'error': warnings (unknown tags, complex keys) would go to process.emitWarning, which
+    // prints the offending line, value included, on stderr.
+    doc = parseYaml(text, { logLevel: 'error' });
   } catch {
     throw new ConfigErrors([
       new ConfigError(field, `${quote(path)} is not valid YAML or JSON`, 'fix the syntax'),

@@ -1,6 +1,7 @@
 import { ConfigError, quote } from './errors.ts';
 
-const MAX_PATH_BYTES = 4096;
+// Linux's PATH_MAX is 4096 for the whole path; leave room for SECRETS_DIR and the writer's payload dir.
+const MAX_PATH_BYTES = 3072;
 const MAX_SEGMENT_BYTES = 255;
 
 /**

@@ -149,9 +149,11 @@ export class AtomicDir {
 
     const previous = await readlink(this.dataLink).catch(() => undefined);
     const payload = await mkdtemp(join(this.dir, `${this.#link}_${timestamp()}_`));
+    let current = '';
     try {
       await chmod(payload, 0o755);
       for (const f of files) {
+        current = f.path;
         const path = join(payload, f.path);
         if (f.path.includes('/')) await mkdir(dirname(path), { recursive: true, mode: 0o755 });
         // O_EXCL|O_NOFOLLOW: the directory is brand new, so anything already there is an attack.
@@ -173,6 +175,13 @@ export class AtomicDir {
       await rename(tmpLink, this.dataLink);
     } catch (e) {
       await rm(payload, { recursive: true, force: true });
+      if ((e as NodeJS.ErrnoException).code === 'ENAMETOOLONG') {
+        throw new WriteError(
+          current,
+          `the path is too long to write under ${JSON.stringify(this.dir)}`,
+          'shorten the file name or its directories',
+        );
+      }
       throw e;
     }
 

@@ -91,6 +91,27 @@ describe('AtomicDir', () => {
     assert.deepEqual(readdirSync(tmp.path), []);
   });
 
+  it('reports a path the filesystem cannot hold as a WriteError, changing nothing', async () => {
+    using tmp = memoryDir();
+    // A deep volume path plus a long (but valid) file name exceed Linux's PATH_MAX of 4096.
+    const deep = join(tmp.path, ...Array.from({ length: 5 }, (_, i) => `${i}`.padEnd(250, 'd')));
+    mkdirSync(deep, { recursive: true });
+    const dir = await AtomicDir.open(deep, { requireMemoryFs: true });
+    await dir.write([file('kept', 'old')]);
+    const long = Array.from({ length: 12 }, (_, i) => `${i}`.padEnd(250, 's')).join('/');
+    await assert.rejects(dir.write([file(long, 'x')]), (e: unknown) => {
+      assert.ok(e instanceof WriteError);
+      assert.match(e.message, /the path is too long/);
+      return true;
+    });
+    assert.equal(read(deep, 'kept'), 'old');
+    assert.deepEqual(
+      readdirSync(deep).filter((n) => n.startsWith('..data_')).length,
+      1,
+      'the partial payload is removed',
+    );
+  });
+
   it('lets agents with distinct sets share a directory', async () => {
     using tmp = memoryDir();
     const one = await AtomicDir.open(tmp.path, { setName: 'data-one', requireMemoryFs: true });
