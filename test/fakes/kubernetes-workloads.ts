@@ -7,13 +7,10 @@
  * the Kubernetes schemas after a patch (422), resourceVersion bumped on every real change and
  * metadata.generation only when the spec changes. A pod-template change counts as one rollout.
  */
-import { spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
+import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { DaemonSet, Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
 import { Pod } from 'kubernetes-models/v1';
 
@@ -78,42 +75,9 @@ const VALIDATE: Readonly<Record<Resource, (o: Json) => void>> = {
 };
 const PATCH_TYPES = new Set(['application/strategic-merge-patch+json', 'application/merge-patch+json']);
 
-/** A self-signed serving certificate for 127.0.0.1 (openssl, as the other TLS fakes' tests use). */
+/** A self-signed serving certificate for 127.0.0.1, as the API server's service name too. */
 function makeCertificate(): { cert: string; key: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'kube-fake-'));
-  try {
-    const made = spawnSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=kubernetes',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc',
-      ],
-      { encoding: 'utf8' },
-    );
-    if (made.status !== 0)
-      throw new Error(`openssl (Debian package openssl) is needed for the test certificate: ${made.stderr}`);
-    return {
-      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return selfSignedCertificate('kubernetes', 'IP:127.0.0.1,DNS:kubernetes.default.svc');
 }
 
 /** RFC 7386 JSON merge patch; for the maps we patch, strategic merge does the same. */

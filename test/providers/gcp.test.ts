@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
+import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import { after, before, describe, it } from 'node:test';
 import { SecretManagerServiceClient } from '@google-cloud/secret-manager';
 import { credentials, status } from '@grpc/grpc-js';
@@ -535,34 +536,9 @@ describe('the built agent over TLS with Application Default Credentials (a servi
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'gcp-adc-'));
     // A throwaway certificate for the fake; the agent trusts it through grpc-js's roots override.
-    const ssl = spawnSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(work, 'key.pem'),
-        '-out',
-        join(work, 'ca.pem'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      ],
-      { encoding: 'utf8' },
-    );
-    assert.equal(
-      ssl.status,
-      0,
-      `openssl (Debian package openssl) could not make a test certificate: ${ssl.stderr}`,
-    );
+    const ssl = selfSignedCertificate('localhost', 'DNS:localhost,IP:127.0.0.1');
+    writeFileSync(join(work, 'key.pem'), ssl.key);
+    writeFileSync(join(work, 'ca.pem'), ssl.cert);
     fake = await startGcpSecretManagerFake({
       tls: { certChain: readFileSync(join(work, 'ca.pem')), privateKey: readFileSync(join(work, 'key.pem')) },
     });

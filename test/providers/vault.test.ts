@@ -5,7 +5,7 @@
  * vault-agent.test.ts.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -460,32 +460,11 @@ describe('Vault over TLS', () => {
   before(async () => {
     const keyFile = join(files, 'tls-key.pem');
     caFile = join(files, 'tls-cert.pem');
-    const made = spawnSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        keyFile,
-        '-out',
-        caFile,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=vault.internal',
-        '-addext',
-        'subjectAltName=DNS:vault.internal',
-      ],
-      { encoding: 'utf8' },
-    );
-    assert.equal(made.status, 0, `openssl is needed to make the test certificate: ${made.stderr}`);
+    const made = selfSignedCertificate('vault.internal', 'DNS:vault.internal');
+    writeFileSync(keyFile, made.key);
+    writeFileSync(caFile, made.cert);
     tls = await FakeVault.start({
-      tls: { cert: readFileSync(caFile, 'utf8'), key: readFileSync(keyFile, 'utf8') },
+      tls: made,
     });
     tls.mountKv('kv', 1);
     tls.putKv('kv/tls', value1);

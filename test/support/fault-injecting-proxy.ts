@@ -1,4 +1,5 @@
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { forwardRequest } from './fault-proxy.ts';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import {
   createConnection,
   createServer as createTcpServer,
@@ -160,24 +161,7 @@ export class FaultInjectingProxy {
   }
 
   #pass(req: IncomingMessage, body: Buffer, res: ServerResponse): void {
-    const up = request(
-      {
-        host: this.#upstream.hostname,
-        port: this.#upstream.port,
-        method: req.method,
-        path: req.url,
-        headers: req.headers,
-      },
-      (upRes) => {
-        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-        upRes.pipe(res);
-      },
-    );
-    up.on('error', () => {
-      res.writeHead(502);
-      res.end();
-    });
-    up.end(body);
+    forwardRequest(this.#upstream, req, body, res);
   }
 }
 

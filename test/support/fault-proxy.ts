@@ -1,4 +1,11 @@
-import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import {
+  createServer,
+  request,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface RecordedRequest {
@@ -43,24 +50,7 @@ export class FaultProxy {
           res.end(JSON.stringify({ __type: fault.type, message: fault.message }));
           return;
         }
-        const up = request(
-          {
-            host: this.#upstream.hostname,
-            port: this.#upstream.port,
-            method: req.method,
-            path: req.url,
-            headers: req.headers,
-          },
-          (upRes) => {
-            res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-            upRes.pipe(res);
-          },
-        );
-        up.on('error', () => {
-          res.writeHead(502);
-          res.end();
-        });
-        up.end(body);
+        forwardRequest(this.#upstream, req, body, res);
       });
     });
   }
@@ -111,4 +101,20 @@ export class FaultProxy {
     this.#server.closeAllConnections();
     return new Promise((r) => this.#server.close(() => r()));
   }
+}
+
+/** Sends a request already read (`body`) on to `upstream` and streams the answer back; 502 if unreachable. */
+export function forwardRequest(upstream: URL, req: IncomingMessage, body: Buffer, res: ServerResponse): void {
+  const up = request(
+    { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+    (upRes) => {
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      upRes.pipe(res);
+    },
+  );
+  up.on('error', () => {
+    res.writeHead(502);
+    res.end();
+  });
+  up.end(body);
 }
