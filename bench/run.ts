@@ -9,7 +9,7 @@
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
@@ -116,14 +116,29 @@ if (hasAwsCli) {
 }
 
 const samples = new Map<string, number[]>(cases.map((c) => [c.name, []]));
-for (const c of cases) spawnSync(c.argv[0]!, c.argv.slice(1), { env: c.env }); // warm the page cache
+/**
+ * Runs a case to its exit; resolves with the wall time and the result. Not spawnSync: the GCP and
+ * Vault fakes live in this process and must keep answering while the agent runs.
+ */
+function timeRun(c: Case): Promise<{ ms: number; status: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const start = process.hrtime.bigint();
+    const child = spawn(c.argv[0]!, c.argv.slice(1), { env: c.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (status) =>
+      resolve({ ms: Number(process.hrtime.bigint() - start) / 1e6, status, stderr }),
+    );
+  });
+}
+
+for (const c of cases) await timeRun(c); // warm the page cache
 for (let round = 0; round < ROUNDS; round++) {
   for (const c of cases) {
-    const start = process.hrtime.bigint();
-    const run = spawnSync(c.argv[0]!, c.argv.slice(1), { env: c.env, encoding: 'utf8' });
-    const ms = Number(process.hrtime.bigint() - start) / 1e6;
+    const run = await timeRun(c);
     if (run.status !== 0) throw new Error(`${c.name} exited ${run.status}: ${run.stderr}`);
-    samples.get(c.name)!.push(ms);
+    samples.get(c.name)!.push(run.ms);
   }
 }
 rmSync(dir, { recursive: true, force: true });
