@@ -16,6 +16,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { FaultProxy } from '../test/support/fault-proxy.ts';
 import type { Moto } from '../test/support/moto.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { nodeOptions } from '../webhook/render/agent-env.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 const INTERVAL_MS = 1000;
@@ -64,6 +66,8 @@ export async function benchSidecar(moto: Moto, soakSeconds: number): Promise<Sid
     REFRESH_INTERVAL: `${INTERVAL_MS}ms`,
     AGENT_HTTP_ADDR: '127.0.0.1:0',
     LOG_LEVEL: 'warn',
+    // As the webhook renders the agent container: heap capped at half the default memory limit.
+    NODE_OPTIONS: nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!),
     ROTATION_HTTP_URL: `POST http://127.0.0.1:${(app.address() as AddressInfo).port}/reload`,
   };
   for (let i = 0; i < 100; i++) {

@@ -124,8 +124,16 @@ export const WEBHOOK_SETTINGS = {
     doc: 'Default agent CPU limit (empty: none, to avoid throttling the cold start).',
     parse: optionalQuantity,
   }),
-  AGENT_MEMORY_REQUEST: setting({ default: '48Mi', doc: 'Default agent memory request.', parse: quantity }),
-  AGENT_MEMORY_LIMIT: setting({ default: '128Mi', doc: 'Default agent memory limit.', parse: quantity }),
+  AGENT_MEMORY_REQUEST: setting({
+    default: '96Mi',
+    doc: 'Default agent memory request (a sidecar with 100 AWS secrets uses ~90 MiB).',
+    parse: quantity,
+  }),
+  AGENT_MEMORY_LIMIT: setting({
+    default: '192Mi',
+    doc: 'Default agent memory limit; half of it caps the agent’s V8 heap (NODE_OPTIONS), so its memory stays flat inside the limit.',
+    parse: quantity,
+  }),
   SECRETS_VOLUME_SIZE_LIMIT: setting({
     default: '8Mi',
     doc: 'Default sizeLimit of the memory-medium secrets volume.',

@@ -1,3 +1,4 @@
+import { nodeOptions } from '../../webhook/render/agent-env.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
@@ -28,7 +29,9 @@ const AGENT_SECURITY = {
   capabilities: { drop: ['ALL'] },
   seccompProfile: { type: 'RuntimeDefault' },
 };
-const RESOURCES = { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } };
+const RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } };
+/** Half the default 192Mi memory limit caps the agent's heap. */
+const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=96 --max-semi-space-size=1' };
 const DOWNWARD_ENV = [
   { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -65,6 +68,7 @@ describe('exact patches', () => {
               { name: 'SECRETS_DIR', value: '/etc/secrets' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
+              NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
             volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
@@ -127,6 +131,7 @@ describe('exact patches', () => {
       { name: 'SECRET_0_MODE', value: '0440' },
       { name: 'AWS_REGION', value: 'eu-west-1' },
       { name: 'VAULT_ADDR', value: 'https://vault.example:8200' },
+      NODE_OPTIONS_ENV,
       ...DOWNWARD_ENV,
     ];
     const common = {
@@ -723,4 +728,17 @@ describe('garbage', () => {
       assert.throws(() => decodeAdmissionReview(body), BadReviewError);
     });
   }
+});
+
+describe('agent heap cap', () => {
+  it('gives the agent half its memory limit as V8 old space, so RSS stays flat inside the limit', () => {
+    assert.equal(nodeOptions('192Mi'), '--max-old-space-size=96 --max-semi-space-size=1');
+    assert.equal(nodeOptions('1Gi'), '--max-old-space-size=512 --max-semi-space-size=1');
+    assert.equal(nodeOptions('256M'), '--max-old-space-size=122 --max-semi-space-size=1');
+    assert.equal(
+      nodeOptions('40Mi'),
+      '--max-old-space-size=32 --max-semi-space-size=1',
+      'never below 32 MiB',
+    );
+  });
 });
