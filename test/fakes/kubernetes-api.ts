@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
+import { writeStatus } from './kubernetes-status.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MutatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
@@ -30,27 +31,6 @@ export interface FakeKubernetesApi {
   /** Holds the next `count` Secret GET responses until all of them have arrived, so callers race. */
   holdSecretReads(count: number): void;
   close(): Promise<void>;
-}
-
-function status(
-  res: ServerResponse,
-  code: number,
-  reason: string,
-  message: string,
-  details?: Record<string, unknown>,
-): void {
-  const body = JSON.stringify({
-    kind: 'Status',
-    apiVersion: 'v1',
-    metadata: {},
-    status: 'Failure',
-    message,
-    reason,
-    ...(details ? { details } : {}),
-    code,
-  });
-  res.writeHead(code, { 'content-type': 'application/json' });
-  res.end(body);
 }
 
 function send(res: ServerResponse, code: number, object: unknown): void {
@@ -99,7 +79,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
     const method = req.method ?? 'GET';
     log.push(`${method} ${url.pathname}`);
     if (req.headers.authorization !== `Bearer ${token}`)
-      return status(res, 401, 'Unauthorized', 'Unauthorized');
+      return writeStatus(res, 401, 'Unauthorized', 'Unauthorized');
     const body = await readBody(req);
 
     let m = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
@@ -107,7 +87,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
       const [, namespace, name] = m as unknown as [string, string, string | undefined];
       const key = (n: string) => `${namespace}/${n}`;
       const notFound = (n: string) =>
-        status(res, 404, 'NotFound', `secrets "${n}" not found`, { name: n, kind: 'secrets' });
+        writeStatus(res, 404, 'NotFound', `secrets "${n}" not found`, { name: n, kind: 'secrets' });
       if (method === 'GET' && name) {
         if (held && held.count > 0) {
           const gate = held;
@@ -125,7 +105,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
         const n = object.metadata?.name as string;
         new Secret(object as never).validate();
         if (secrets.has(key(n)))
-          return status(res, 409, 'AlreadyExists', `secrets "${n}" already exists`, {
+          return writeStatus(res, 409, 'AlreadyExists', `secrets "${n}" already exists`, {
             name: n,
             kind: 'secrets',
           });
@@ -141,7 +121,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
         const sent = object.metadata?.resourceVersion;
         // An update without resourceVersion is unconditional, as in the real API.
         if (sent !== undefined && sent !== '' && sent !== current.metadata.resourceVersion)
-          return status(
+          return writeStatus(
             res,
             409,
             'Conflict',
@@ -162,7 +142,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
         secrets.set(key(name), stored);
         return send(res, 200, stored);
       }
-      return status(
+      return writeStatus(
         res,
         405,
         'MethodNotAllowed',
@@ -178,7 +158,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
       const current = configs.get(name);
       const details = { name, group: 'admissionregistration.k8s.io', kind: 'mutatingwebhookconfigurations' };
       if (!current)
-        return status(
+        return writeStatus(
           res,
           404,
           'NotFound',
@@ -188,7 +168,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
       if (method === 'GET') return send(res, 200, current);
       if (method === 'PATCH') {
         if (req.headers['content-type'] !== 'application/json-patch+json')
-          return status(
+          return writeStatus(
             res,
             415,
             'UnsupportedMediaType',
@@ -198,25 +178,25 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
         try {
           patched = applyPatch(current, JSON.parse(body) as Operation[]);
         } catch (e) {
-          return status(res, 422, 'Invalid', `the request is invalid: ${(e as Error).message}`, details);
+          return writeStatus(res, 422, 'Invalid', `the request is invalid: ${(e as Error).message}`, details);
         }
         new MutatingWebhookConfiguration(patched as never).validate();
         const stored = stamp(patched);
         configs.set(name, stored);
         return send(res, 200, stored);
       }
-      return status(
+      return writeStatus(
         res,
         405,
         'MethodNotAllowed',
         'the server does not allow this method on the requested resource',
       );
     }
-    return status(res, 404, 'NotFound', 'the server could not find the requested resource');
+    return writeStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
   };
 
   const server: Server = createServer({ cert: serving.cert, key: serving.key }, (req, res) => {
-    handle(req, res).catch((e: unknown) => status(res, 500, 'InternalError', (e as Error).message));
+    handle(req, res).catch((e: unknown) => writeStatus(res, 500, 'InternalError', (e as Error).message));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;

@@ -10,6 +10,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
+import { writeStatus } from './kubernetes-status.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DaemonSet, Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
 import { Pod } from 'kubernetes-models/v1';
@@ -154,21 +155,6 @@ export async function startKubernetesWorkloadsFake(
     return name;
   };
 
-  const status = (res: ServerResponse, code: number, reason: string, message: string, details?: Json) => {
-    res.writeHead(code, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify({
-        kind: 'Status',
-        apiVersion: 'v1',
-        metadata: {},
-        status: 'Failure',
-        message,
-        reason,
-        ...(details ? { details } : {}),
-        code,
-      }),
-    );
-  };
   const send = (res: ServerResponse, object: Json) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(object));
@@ -177,14 +163,14 @@ export async function startKubernetesWorkloadsFake(
   const route = (req: IncomingMessage, body: string, res: ServerResponse, path: string) => {
     const method = req.method ?? '';
     if (req.headers.authorization !== `Bearer ${fake.token}`)
-      return status(res, 401, 'Unauthorized', 'Unauthorized');
+      return writeStatus(res, 401, 'Unauthorized', 'Unauthorized');
     const core = /^\/api\/v1\/namespaces\/([^/]+)\/(pods)\/([^/]+)$/.exec(path);
     const apps =
       /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
         path,
       );
     const m = core ?? apps;
-    if (!m) return status(res, 404, 'NotFound', 'the server could not find the requested resource', {});
+    if (!m) return writeStatus(res, 404, 'NotFound', 'the server could not find the requested resource', {});
     const [, ns, resourceText, rawName] = m as unknown as [string, string, Resource, string];
     const resource = resourceText;
     const name = decodeURIComponent(rawName);
@@ -195,7 +181,7 @@ export async function startKubernetesWorkloadsFake(
       method
     ];
     if (!verb)
-      return status(
+      return writeStatus(
         res,
         405,
         'MethodNotAllowed',
@@ -203,7 +189,7 @@ export async function startKubernetesWorkloadsFake(
         details,
       );
     if (!fake.allowed.has(`${verb} ${resource}`)) {
-      return status(
+      return writeStatus(
         res,
         403,
         'Forbidden',
@@ -213,7 +199,7 @@ export async function startKubernetesWorkloadsFake(
     }
     const key = keyOf(resource, ns, name);
     const current = objects.get(key);
-    if (!current) return status(res, 404, 'NotFound', `${label} "${name}" not found`, details);
+    if (!current) return writeStatus(res, 404, 'NotFound', `${label} "${name}" not found`, details);
     if (verb === 'get') return send(res, current);
     if (verb === 'delete') {
       objects.delete(key);
@@ -229,7 +215,7 @@ export async function startKubernetesWorkloadsFake(
     }
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
     if (!PATCH_TYPES.has(type) || resource === 'pods') {
-      return status(
+      return writeStatus(
         res,
         415,
         'UnsupportedMediaType',
@@ -240,13 +226,13 @@ export async function startKubernetesWorkloadsFake(
     try {
       patch = JSON.parse(body);
     } catch (e) {
-      return status(res, 400, 'BadRequest', `error decoding patch: ${(e as Error).message}`);
+      return writeStatus(res, 400, 'BadRequest', `error decoding patch: ${(e as Error).message}`);
     }
     const next = mergePatch(current, patch) as Json;
     try {
       VALIDATE[resource](next);
     } catch (e) {
-      return status(
+      return writeStatus(
         res,
         422,
         'Invalid',
