@@ -113,6 +113,11 @@ export const WEBHOOK_SETTINGS = {
     doc: '`true` when every node runs Kubernetes ≥ 1.29: init+sidecar becomes one native sidecar. `false`: an init container plus a classic sidecar.',
     parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
   }),
+  ALLOW_FILE_REFERENCES: setting({
+    default: 'false',
+    doc: '`true` lets pods use `file:` references (local runs, demos, tests). Off in clusters: a `file:` reference reads a file inside the agent container.',
+    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+  }),
   AGENT_RUN_AS_USER: setting({
     default: '65532',
     doc: 'The agent’s uid when the pod sets no runAsUser.',
@@ -191,6 +196,7 @@ export interface InjectionDefaults {
   readonly agentImage: string;
   readonly imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
   readonly nativeSidecars: boolean;
+  readonly allowFileReferences: boolean;
   readonly runAsUser: number;
   readonly resources: {
     readonly cpuRequest: string;
@@ -265,6 +271,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     caValidityMs: read('CA_VALIDITY', s.CA_VALIDITY),
     imagePullPolicy: read('AGENT_IMAGE_PULL_POLICY', s.AGENT_IMAGE_PULL_POLICY),
     nativeSidecars: read('NATIVE_SIDECARS', s.NATIVE_SIDECARS),
+    allowFileReferences: read('ALLOW_FILE_REFERENCES', s.ALLOW_FILE_REFERENCES),
     runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
     cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
     cpuLimit: read('AGENT_CPU_LIMIT', s.AGENT_CPU_LIMIT),
@@ -300,7 +307,8 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     injection: {
       agentImage: agentImage!,
       imagePullPolicy: v.imagePullPolicy,
-      nativeSidecars: v.nativeSidecars,
+      nativeSidecars: v.nativeSidecars!,
+      allowFileReferences: v.allowFileReferences!,
       runAsUser: v.runAsUser,
       resources: {
         cpuRequest: v.cpuRequest,

@@ -742,3 +742,23 @@ describe('agent heap cap', () => {
     );
   });
 });
+
+describe('file: references', () => {
+  const pod = () =>
+    basicPod({ 'secret-agent.io/inject': 'true', 'secret-agent.io/secret-cfg': 'file:/etc/passwd' });
+
+  it('are denied on a cluster, naming the annotation and the fix', () => {
+    const result = admit(pod());
+    assert.equal(result.outcome, 'denied');
+    assert.equal(result.review.response.status?.code, 400);
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/secret-cfg: file: references are turned off/,
+    );
+    assert.match(result.review.response.status!.message, /ALLOW_FILE_REFERENCES/);
+  });
+
+  it('are allowed where the webhook is configured for local runs', () => {
+    assert.equal(admit(pod(), { ALLOW_FILE_REFERENCES: 'true' }).outcome, 'injected');
+  });
+});

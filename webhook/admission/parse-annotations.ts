@@ -82,7 +82,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
       agentSettings.push({ env: a.env, value, annotation: PREFIX + name });
   }
 
-  const secrets = parseSecretFiles(fileValues, errors);
+  const secrets = parseSecretFiles(fileValues, defaults.allowFileReferences, errors);
   if (secrets.length === 0 && fileValues.size === 0)
     errors.push(
       new ConfigError(
@@ -212,6 +212,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
 
 function parseSecretFiles(
   fileValues: ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>,
+  allowFileReferences: boolean,
   errors: ConfigError[],
 ): SecretFileRequest[] {
   const secrets: SecretFileRequest[] = [];
@@ -237,6 +238,16 @@ function parseSecretFiles(
         : attempt(errors, () => FILE_ANNOTATIONS[name].parse(raw, key(name)));
     };
     const okRef = get('secret');
+    if (okRef !== undefined && ref.startsWith('file:') && !allowFileReferences) {
+      errors.push(
+        new ConfigError(
+          key('secret'),
+          'file: references are turned off on this cluster (they read files inside the agent container)',
+          'reference the secret in AWS, GCP or Vault; file: is for local runs (webhook setting ALLOW_FILE_REFERENCES)',
+        ),
+      );
+      continue;
+    }
     const format = (get('format') as SecretFormat | undefined) ?? 'raw';
     const path = values.has('path') ? (get('path') as string | undefined) : file;
     const mode = get('file-mode') as string | undefined;
