@@ -1,5 +1,5 @@
 import packageJson from '../package.json' with { type: 'json' };
-import { parseAgentConfig, withConfigFile, type AgentConfig } from './contract/env.ts';
+import { parseAgentConfig, type AgentConfig } from './contract/env.ts';
 import { ConfigError, ConfigErrors } from './contract/errors.ts';
 import { createLogger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
@@ -11,7 +11,11 @@ import { formatFailureSummary, runInit } from './modes/init.ts';
 async function main(): Promise<number> {
   let config: AgentConfig;
   try {
-    config = parseAgentConfig(withConfigFile(process.env, process.env.AGENT_CONFIG_FILE));
+    const file = process.env.AGENT_CONFIG_FILE;
+    const env = file
+      ? (await import('./contract/config-file.ts')).withConfigFile(process.env, file)
+      : process.env;
+    config = parseAgentConfig(env);
   } catch (e) {
     if (e instanceof ConfigErrors || e instanceof ConfigError) {
       const errors = e instanceof ConfigErrors ? e.errors : [e];

@@ -1,4 +1,3 @@
-import { readConfigFile } from './config-file.ts';
 import { ConfigError, ConfigErrors, quote } from './errors.ts';
 import { findPathConflict, validateRelativePath } from './path.ts';
 import { parseReference, type SecretReference } from './reference.ts';
@@ -312,7 +311,8 @@ export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
   },
 ];
 
-const SECRET_VAR = /^SECRET_(\d+)_([A-Z0-9_]+)$/;
+/** `SECRET_<N>_<NAME>`, the per-secret env names. */
+export const SECRET_VAR = /^SECRET_(\d+)_([A-Z0-9_]+)$/;
 
 /** The env var name of setting `name` of secret `index`. */
 export function secretVar(index: number, name: SecretSettingName): string {
@@ -541,16 +541,6 @@ function findFileConflict(secrets: readonly SecretSpec[]): ConfigError | undefin
     }
   }
   return undefined;
-}
-
-/** Keys AGENT_CONFIG_FILE may hold: the agent's settings and SECRET_<N>_* (not the file's own name). */
-function isAgentFileSetting(key: string): boolean {
-  return (Object.hasOwn(AGENT_SETTINGS, key) && key !== 'AGENT_CONFIG_FILE') || SECRET_VAR.test(key);
-}
-
-/** The agent's env with AGENT_CONFIG_FILE's settings laid over it (the file wins: it is the one edited live). */
-export function withConfigFile(env: Env, path: string | undefined): Env {
-  return path ? { ...env, ...readConfigFile(path, 'AGENT_CONFIG_FILE', isAgentFileSetting) } : env;
 }
 
 /** Groups SECRET_<N>_<NAME> variables by N; reports unknown names and non-canonical numbers. */

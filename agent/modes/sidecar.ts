@@ -5,7 +5,6 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   parseAgentConfig,
-  withConfigFile,
   type AgentConfig,
   type Env,
   type SecretSpec,
@@ -432,8 +431,11 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   if (configFile) {
     let lastText = safeRead(configFile);
     // Watch the directory: a ConfigMap update swaps a ..data symlink there and never writes the file itself.
-    // chokidar loads only when a config file is used.
-    const { watch } = await import('chokidar');
+    // chokidar and the YAML parser load only when a config file is used.
+    const [{ watch }, { withConfigFile }] = await Promise.all([
+      import('chokidar'),
+      import('../contract/config-file.ts'),
+    ]);
     watcher = watch(dirname(configFile), { ignoreInitial: true, depth: 0 });
     watcher.on('all', async () => {
       const text = safeRead(configFile);

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
-import { parseAgentConfig, renderSecretEnv, withConfigFile, type Env } from '../../agent/contract/env.ts';
+import { withConfigFile } from '../../agent/contract/config-file.ts';
+import { parseAgentConfig, renderSecretEnv, type Env } from '../../agent/contract/env.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 

@@ -11,11 +11,11 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { withConfigFile } from '../../agent/contract/config-file.ts';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
 import {
   parseAgentConfig,
   renderSecretEnv,
-  withConfigFile,
   type AgentConfig,
   type Env,
   type SecretSpec,
