@@ -1,5 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { renderReadme } from './tables.ts';
+import { GENERATED_DOCS, renderGenerated } from './tables.ts';
 
-const path = new URL('../README.md', import.meta.url);
-writeFileSync(path, renderReadme(readFileSync(path, 'utf8')));
+for (const doc of GENERATED_DOCS) {
+  const path = new URL(`../${doc}`, import.meta.url);
+  writeFileSync(path, renderGenerated(readFileSync(path, 'utf8')));
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
-import { README_TABLES, renderReadme } from '../docs/tables.ts';
+import { GENERATED_DOCS, README_TABLES, renderGenerated } from '../docs/tables.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -11,7 +11,10 @@ describe('README', () => {
     for (const name of Object.keys(README_TABLES)) {
       assert.match(readme, new RegExp(`<!-- generated:${name} -->`), `missing block ${name}`);
     }
-    assert.equal(readme, renderReadme(readme));
+    for (const doc of GENERATED_DOCS) {
+      const text = readFileSync(new URL(`../${doc}`, import.meta.url), 'utf8');
+      assert.equal(text, renderGenerated(text), `${doc} is stale: run npm run docs`);
+    }
   });
 
   it('names every env var the agent reads', () => {

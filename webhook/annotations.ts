@@ -5,7 +5,7 @@ import { validateRelativePath } from '../agent/contract/path.ts';
 /**
  * The webhook's public surface on pods, declared once as data: every annotation with its value
  * type, default, parser and one-line doc. Parsing, validation messages and the README table all
- * come from these tables (a test keeps docs/webhook.md equal to renderAnnotationTable()).
+ * come from these tables (docs/tables.ts renders them into the README and docs/webhook.md).
  */
 
 export const PREFIX = 'secret-agent.io/';
@@ -146,7 +146,7 @@ export const POD_ANNOTATIONS = {
     parse: (text) => text,
   }),
   mode: annotation({
-    type: '`init` \\| `sidecar` \\| `init+sidecar`',
+    type: '`init` | `sidecar` | `init+sidecar`',
     default: 'init+sidecar',
     doc: '`init`: write the files once before the app starts. `sidecar`: keep them fresh while the app runs (the app may start first). `init+sidecar`: both; one native sidecar where the cluster has them.',
     parse: injectionMode,
@@ -295,7 +295,7 @@ export const FILE_ANNOTATIONS = {
     parse: (text, field) => (text === '.' ? '' : validateRelativePath(text, field)),
   }),
   format: annotation({
-    type: '`raw` \\| `split` \\| `dotenv`',
+    type: '`raw` | `split` | `dotenv`',
     default: 'raw',
     doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT).',
     parse: (text, field) => SECRET_SETTINGS.FORMAT.parse(text, field),
@@ -330,25 +330,4 @@ export function matchFileAnnotation(key: string): { name: FileAnnotationName; fi
     if (key.startsWith(prefix) && key.length > prefix.length) return { name, file: key.slice(prefix.length) };
   }
   return undefined;
-}
-
-function escapeCell(text: string): string {
-  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
-}
-
-/** The annotation reference as a markdown table (README / docs/webhook.md). */
-export function renderAnnotationTable(): string {
-  const rows = [
-    '| Annotation | Type | Default | Description |',
-    '| --- | --- | --- | --- |',
-    ...Object.entries(POD_ANNOTATIONS).map(
-      ([name, a]) =>
-        `| \`${PREFIX}${name}\` | ${a.type} | ${a.default === undefined ? '' : `\`${a.default}\``} | ${escapeCell(a.doc)} |`,
-    ),
-    ...Object.entries(FILE_ANNOTATIONS).map(
-      ([name, a]) =>
-        `| \`${PREFIX}${name}-<file>\` | ${a.type} | ${a.default === undefined ? '' : a.default.startsWith('`') ? a.default : `\`${a.default}\``} | ${escapeCell(a.doc)} |`,
-    ),
-  ];
-  return `${rows.join('\n')}\n`;
 }

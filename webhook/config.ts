@@ -15,7 +15,7 @@ import { absolutePath, quantity, userId } from './annotations.ts';
 /**
  * The webhook's own configuration, declared once as data like the agent's env: name, default,
  * parser, doc. Read from env, optionally from a YAML file (WEBHOOK_CONFIG_FILE, same keys);
- * env wins over the file. renderWebhookEnvTable() turns it into the docs table.
+ * env wins over the file. docs/tables.ts renders it into the docs tables.
  */
 
 function port(text: string, field: string): number {
@@ -325,17 +325,4 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
 
 function optional<K extends string>(key: K, value: string | undefined): { [P in K]?: string } {
   return (value === undefined ? {} : { [key]: value }) as { [P in K]?: string };
-}
-
-/** The webhook's env as a markdown table for docs/webhook.md. */
-export function renderWebhookEnvTable(): string {
-  const rows = [
-    '| Variable | Default | Description |',
-    '| --- | --- | --- |',
-    ...Object.entries(WEBHOOK_SETTINGS).map(
-      ([name, s]) =>
-        `| \`${name}\` | ${s.default === undefined || s.default === '' ? '' : `\`${s.default}\``} | ${s.doc.replace(/\|/g, '\\|')} |`,
-    ),
-  ];
-  return `${rows.join('\n')}\n`;
 }
