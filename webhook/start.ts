@@ -35,18 +35,14 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
   let ready = false;
   let server: Server;
   let stopTls: () => Promise<void>;
+  const serve = (tls: { cert: string; key: string }) =>
+    createWebhookServer({ tls, defaults: config.injection, metrics, log, isReady: () => ready });
 
   if (config.tls.mode === 'file') {
     const { certFile, keyFile } = config.tls;
     const first = readCertificateFiles(certFile, keyFile);
     metrics.certificateExpiry.set(first.notAfter.getTime() / 1000);
-    server = createWebhookServer({
-      tls: first,
-      defaults: config.injection,
-      metrics,
-      log,
-      isReady: () => ready,
-    });
+    server = serve(first);
     const watch: CertificateWatch = watchCertificateFiles(
       certFile,
       keyFile,
@@ -82,13 +78,7 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
     const first = await tls.reconcile();
     let served = first.cert;
     metrics.certificateExpiry.set(first.notAfter.getTime() / 1000);
-    server = createWebhookServer({
-      tls: first,
-      defaults: config.injection,
-      metrics,
-      log,
-      isReady: () => ready,
-    });
+    server = serve(first);
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
     const schedule = (ms: number) => {
