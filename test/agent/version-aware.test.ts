@@ -39,6 +39,19 @@ describe('version-aware refresh, through the built agent', () => {
     await vault?.stop();
   });
 
+  /** A sidecar refreshing one Vault secret every second, as these tests run it. */
+  const vaultSidecar = (dir: string, token: string, ref: string, filename: string) =>
+    startAgent({
+      AGENT_MODE: 'sidecar',
+      SECRETS_DIR: dir,
+      AGENT_HTTP_ADDR: '127.0.0.1:0',
+      REFRESH_INTERVAL: '1s',
+      VAULT_ADDR: vault.addr,
+      VAULT_TOKEN: token,
+      SECRET_0_REF: ref,
+      SECRET_0_FILENAME: filename,
+    });
+
   it('GCP: checks the version behind latest each cycle and accesses the payload only when it moved', async () => {
     using dir = memoryDir();
     const first = canary('gcp-1');
@@ -80,16 +93,7 @@ describe('version-aware refresh, through the built agent', () => {
     vault.putKv('kv/app', { password: v1 });
     vault.policy('sidecar', { 'kv/data/app': ['read'], 'kv/metadata/app': ['read'] });
     const token = vault.createToken({ policies: ['sidecar'], ttlSec: 3600 });
-    const agent = startAgent({
-      AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
-      AGENT_HTTP_ADDR: '127.0.0.1:0',
-      REFRESH_INTERVAL: '1s',
-      VAULT_ADDR: vault.addr,
-      VAULT_TOKEN: token,
-      SECRET_0_REF: 'vault:kv/data/app#password',
-      SECRET_0_FILENAME: 'password',
-    });
+    const agent = vaultSidecar(dir.path, token, 'vault:kv/data/app#password', 'password');
     try {
       await eventually(() => (read(dir.path, 'password') === v1 ? true : undefined), 'the first value');
       const reads = vault.count('GET', 'kv/data/app');
@@ -116,16 +120,7 @@ describe('version-aware refresh, through the built agent', () => {
     vault.putKv('kvd/app', { password: value });
     vault.policy('no-metadata', { 'kvd/data/app': ['read'] });
     const token = vault.createToken({ policies: ['no-metadata'], ttlSec: 3600 });
-    const agent = startAgent({
-      AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
-      AGENT_HTTP_ADDR: '127.0.0.1:0',
-      REFRESH_INTERVAL: '1s',
-      VAULT_ADDR: vault.addr,
-      VAULT_TOKEN: token,
-      SECRET_0_REF: 'vault:kvd/data/app#password',
-      SECRET_0_FILENAME: 'password',
-    });
+    const agent = vaultSidecar(dir.path, token, 'vault:kvd/data/app#password', 'password');
     try {
       await eventually(() => (read(dir.path, 'password') === value ? true : undefined), 'the value');
       const reads = vault.count('GET', 'kvd/data/app');
@@ -150,16 +145,7 @@ describe('version-aware refresh, through the built agent', () => {
     });
     vault.policy('dyn', { 'db/creds/app': ['read'] });
     const token = vault.createToken({ policies: ['dyn'], ttlSec: 3600 });
-    const agent = startAgent({
-      AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
-      AGENT_HTTP_ADDR: '127.0.0.1:0',
-      REFRESH_INTERVAL: '1s',
-      VAULT_ADDR: vault.addr,
-      VAULT_TOKEN: token,
-      SECRET_0_REF: 'vault:db/creds/app#username',
-      SECRET_0_FILENAME: 'username',
-    });
+    const agent = vaultSidecar(dir.path, token, 'vault:db/creds/app#username', 'username');
     try {
       await eventually(
         () => (read(dir.path, 'username') === 'v-app-1' ? true : undefined),
