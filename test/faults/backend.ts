@@ -1,13 +1,8 @@
-import {
-  CreateSecretCommand,
-  PutSecretValueCommand,
-  SecretsManagerClient,
-} from '@aws-sdk/client-secrets-manager';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertNoCanary } from '../support/canary.ts';
 import { FaultInjectingProxy } from '../support/fault-injecting-proxy.ts';
-import { MOTO_ENV, startMoto, type Moto } from '../support/moto.ts';
+import { MOTO_ENV, motoSecrets, startMoto, type Moto } from '../support/moto.ts';
 import { eventually, type RunningAgent } from '../support/run-agent.ts';
 
 /** moto behind a fault-injecting proxy, and a client that talks to moto directly (test set-up). */
@@ -22,19 +17,10 @@ export interface Backend {
 export async function startBackend(): Promise<Backend> {
   const moto: Moto = await startMoto();
   const proxy = await FaultInjectingProxy.start(moto.endpoint);
-  const sm = new SecretsManagerClient({
-    region: MOTO_ENV.AWS_REGION,
-    endpoint: moto.endpoint,
-    credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' },
-  });
-  const known = new Set<string>();
+  const secrets = motoSecrets(moto.endpoint);
   return {
     proxy,
-    async put(name, value) {
-      if (known.has(name)) await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: value }));
-      else await sm.send(new CreateSecretCommand({ Name: name, SecretString: value }));
-      known.add(name);
-    },
+    put: secrets.put,
     env: (dir, extra) => ({
       ...MOTO_ENV,
       AWS_ENDPOINT_URL_SECRETS_MANAGER: proxy.endpoint,
@@ -42,7 +28,7 @@ export async function startBackend(): Promise<Backend> {
       ...extra,
     }),
     async stop() {
-      sm.destroy();
+      secrets.destroy();
       await proxy.close();
       await moto.stop();
     },

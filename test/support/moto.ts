@@ -1,3 +1,8 @@
+import {
+  CreateSecretCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from '@aws-sdk/client-secrets-manager';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 
@@ -65,3 +70,26 @@ export const MOTO_ENV = {
   AWS_SECRET_ACCESS_KEY: 'testing',
   AWS_REGION: 'us-east-1',
 } as const;
+
+/** Test set-up through the real SDK: stores secrets in moto (creating each on first use). */
+export interface MotoSecrets {
+  put(name: string, value: string): Promise<void>;
+  destroy(): void;
+}
+
+export function motoSecrets(endpoint: string): MotoSecrets {
+  const sm = new SecretsManagerClient({
+    region: MOTO_ENV.AWS_REGION,
+    endpoint,
+    credentials: { accessKeyId: 'testing', secretAccessKey: 'testing' },
+  });
+  const known = new Set<string>();
+  return {
+    async put(name, value) {
+      if (known.has(name)) await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: value }));
+      else await sm.send(new CreateSecretCommand({ Name: name, SecretString: value }));
+      known.add(name);
+    },
+    destroy: () => sm.destroy(),
+  };
+}
