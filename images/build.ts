@@ -75,6 +75,9 @@ const common: BuildOptions = {
   mainFields: ['module', 'main'],
   plugins: [lazyBuiltins, gcpStaticProtos],
   alias: { axios: fileURLToPath(new URL('./axios-stub.cjs', import.meta.url)) },
+  // debug (via google-gax and node-vault) tries require('supports-color') and carries on without it.
+  // It is no dependency of ours: bundling it would ship whatever a dev tool happened to install.
+  external: ['supports-color'],
 };
 
 // `node images/build.ts agent` builds only the agent (its image needs nothing else); default: both.
