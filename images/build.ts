@@ -3,7 +3,7 @@
  * only when a reference needs it) and dist/webhook.js. Self-contained: no node_modules at run time.
  */
 import { build, type BuildOptions, type Plugin } from 'esbuild';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
@@ -71,6 +71,8 @@ const common: BuildOptions = {
   legalComments: 'external',
   banner,
   logLevel: 'warning',
+  // Which package files each bundle holds: the images' SBOMs list exactly those (images/sbom.ts).
+  metafile: true,
   // Prefer packages' ES module builds: tree-shakeable, so the AWS SDK chunk loads far fewer builtins.
   mainFields: ['module', 'main'],
   plugins: [lazyBuiltins, gcpStaticProtos],
@@ -88,16 +90,18 @@ if (only !== undefined && only !== 'agent' && only !== 'webhook')
 if (only !== 'webhook') {
   rmSync('dist/agent.js', { force: true });
   rmSync('dist/agent-chunks', { recursive: true, force: true });
-  await build({
+  const agent = await build({
     ...common,
     entryPoints: { agent: 'agent/main.ts' },
     outdir: 'dist',
     splitting: true,
     chunkNames: 'agent-chunks/[name]-[hash]',
   });
+  writeFileSync('dist/agent.meta.json', JSON.stringify(agent.metafile));
 }
 
 if (only !== 'agent' && existsSync('webhook/main.ts')) {
   rmSync('dist/webhook.js', { force: true });
-  await build({ ...common, entryPoints: { webhook: 'webhook/main.ts' }, outdir: 'dist' });
+  const webhook = await build({ ...common, entryPoints: { webhook: 'webhook/main.ts' }, outdir: 'dist' });
+  writeFileSync('dist/webhook.meta.json', JSON.stringify(webhook.metafile));
 }

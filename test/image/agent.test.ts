@@ -1,254 +1,240 @@
 import assert from 'node:assert/strict';
-import {
-  chmodSync,
-  chownSync,
-  lstatSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { createServer } from 'node:net';
+import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { canary } from '../support/canary.ts';
-import { memoryDir, ROOT } from '../support/run-agent.ts';
-import { IMAGE_UID, requestInside, runSandboxed, startSandboxed, type SandboxSpec } from './sandbox.ts';
+import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
+import { eventually, runAgent } from '../support/run-agent.ts';
+import { builtImages, emptyDirOnTmpfs, runContainer, startContainer, type ContainerSpec } from './podman.ts';
 
-const isRoot = process.getuid?.() === 0;
-const SECRET_SOURCE = '/run/secrets/db-password';
+/** The image's user (distroless `nonroot`), and a pod's own runAsUser the webhook passes on. */
+const IMAGE_UID = 65532;
+const POD_UID = 1000;
 
-/** The Dockerfile.agent step that fills the V8 compile cache: import every chunk, then flush. */
-const PREFILL =
-  "import { readdirSync } from 'node:fs'; import { flushCompileCache } from 'node:module'; for (const f of readdirSync('/app/agent-chunks')) if (f.endsWith('.js')) await import('/app/agent-chunks/' + f); flushCompileCache();";
+describe('the agent image, run by podman (read-only root, no capabilities, no new privileges)', () => {
+  let image: string;
+  let moto: Moto;
+  let secrets: MotoSecrets;
+  let value: string;
 
-describe(
-  'the agent bundle, run as its image runs it (bubblewrap: uid 65532, read-only root, loopback only)',
-  { skip: !isRoot && 'switching to uid 65532 needs root' },
-  () => {
-    let work: string;
-    let source: string;
-    let value: string;
+  before(async () => {
+    image = builtImages().manifest.images.agent.ref;
+    moto = await startMoto();
+    secrets = motoSecrets(moto.endpoint);
+    value = canary('image');
+    await secrets.put('prod/db', value);
+  });
+  after(async () => {
+    secrets?.destroy();
+    await moto?.stop();
+  });
 
-    before(() => {
-      work = mkdtempSync('/dev/shm/secret-agent-image-');
-      chmodSync(work, 0o755);
-      source = join(work, 'db-password');
-      value = canary('image');
-      writeFileSync(source, value, { mode: 0o444 });
-    });
-    after(() => rmSync(work, { recursive: true, force: true }));
+  const agent = (
+    volume: string,
+    env: Record<string, string> = {},
+    extra: Partial<ContainerSpec> = {},
+  ): ContainerSpec => ({
+    image,
+    network: 'host',
+    env: {
+      ...MOTO_ENV,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+      SECRETS_DIR: '/secrets',
+      SECRET_0_REF: 'aws:prod/db',
+      SECRET_0_FILENAME: 'db-password',
+      ...env,
+    },
+    mounts: [{ host: volume, container: '/secrets' }],
+    ...extra,
+  });
 
-    const agent = (
-      volume: string,
-      env: Record<string, string>,
-      extra: Partial<SandboxSpec> = {},
-    ): SandboxSpec => ({
-      image: 'agent',
-      env: {
-        SECRETS_DIR: '/secrets',
-        SECRET_0_REF: `file:${SECRET_SOURCE}`,
-        SECRET_0_FILENAME: 'db-password',
-        ...env,
-      },
-      readOnly: [[source, SECRET_SOURCE], ...(extra.readOnly ?? [])],
-      writable: [[volume, '/secrets'], ...(extra.writable ?? [])],
-      ...(extra.command ? { command: extra.command } : {}),
-    });
-
-    it('init: writes the files into the volume, owned by 65532 with mode 0400, and exits 0', async () => {
-      using volume = memoryDir(IMAGE_UID);
-      const run = await runSandboxed(agent(volume.path, {}));
+  for (const uid of [IMAGE_UID, POD_UID])
+    it(`init as uid ${uid}: fetches from moto into the tmpfs volume, files 0400 owned by ${uid}, exit 0`, async () => {
+      using volume = emptyDirOnTmpfs();
+      const run = await runContainer(agent(volume.path, {}, { user: uid }));
       assert.equal(run.code, 0, run.stderr);
       assert.equal(run.stderr, '');
       assert.ok(run.logs.some((l) => l.msg === 'secrets written'));
       assert.equal(readFileSync(join(volume.path, 'db-password'), 'utf8'), value);
       const file = statSync(join(volume.path, 'db-password'));
       assert.equal(file.mode & 0o777, 0o400);
-      assert.equal(file.uid, IMAGE_UID);
-      assert.equal(file.gid, IMAGE_UID);
-      for (const entry of readdirSync(volume.path)) {
-        const info = lstatSync(join(volume.path, entry));
-        assert.equal(info.uid, IMAGE_UID, `${entry} belongs to the image's user`);
-      }
+      assert.equal(file.uid, uid);
+      for (const entry of readdirSync(volume.path))
+        assert.equal(lstatSync(join(volume.path, entry)).uid, uid, `${entry} belongs to the agent's user`);
     });
 
-    it('cannot write anywhere but the volume: the bundle dir, the root and /tmp are refused with the SECRETS_DIR error (exit 2)', async () => {
-      using volume = memoryDir(IMAGE_UID);
-      const cases: [string, Partial<SandboxSpec>, RegExp][] = [
-        [
-          '/app',
-          {},
-          /SECRETS_DIR: "\/app" is not writable by the agent \(EROFS\)\. Fix: mount a writable emptyDir there/,
+  describe('V8 compile cache (NODE_COMPILE_CACHE=/app/compile-cache, keyed by uid)', () => {
+    // NODE_DEBUG_NATIVE=COMPILE_CACHE makes Node say, per module, whether the cache was used.
+    const accepted = /V8 code cache for ESM file:\/\/\/app\/agent-chunks\/\S+ was accepted/;
+
+    it('the image holds a filled cache for 65532 and 1000 (COMPILE_CACHE_UIDS), and none for root', async () => {
+      const run = await runContainer({
+        image,
+        entrypoint: [
+          '/nodejs/bin/node',
+          '-e',
+          "console.log(JSON.stringify(require('fs').readdirSync('/app/compile-cache')))",
         ],
-        ['/', {}, /SECRETS_DIR: "\/" is not writable by the agent \(EROFS\)/],
-        [
-          '/tmp',
-          {},
-          /SECRETS_DIR: "\/tmp" is not an existing directory\. Fix: mount the secrets volume there/,
-        ],
-        // The volume itself mounted read-only.
-        [
-          '/readonly-volume',
-          { readOnly: [[volume.path, '/readonly-volume']] },
-          /SECRETS_DIR: "\/readonly-volume" is not writable by the agent \(EROFS\)/,
-        ],
-      ];
-      for (const [dir, extra, message] of cases) {
-        const run = await runSandboxed(agent(volume.path, { SECRETS_DIR: dir }, extra));
-        assert.equal(run.code, 2, `${dir}: ${run.stderr}`);
-        assert.match(run.stderr, message, dir);
-      }
-      assert.deepEqual(readdirSync(volume.path), [], 'nothing was written anywhere');
+      });
+      assert.equal(run.code, 0, run.stderr);
+      const dirs = JSON.parse(run.stdout) as string[];
+      assert.deepEqual(dirs.map((d) => d.split('-').at(-1)).sort(), ['1000', '65532']);
     });
 
-    it('the sandbox itself: every path but the volume refuses a write, whatever the process tries', async () => {
-      using volume = memoryDir(IMAGE_UID);
-      const probe = `
+    for (const uid of [IMAGE_UID, POD_UID])
+      it(`a pod running the agent as ${uid} uses it`, async () => {
+        using volume = emptyDirOnTmpfs();
+        const run = await runContainer(
+          agent(volume.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: uid }),
+        );
+        assert.equal(run.code, 0, run.stderr);
+        assert.match(run.stderr, accepted);
+        assert.doesNotMatch(run.stderr, /rejected/);
+      });
+
+    it('another uid (4242) runs just as well without it, and prints nothing about it', async () => {
+      using volume = emptyDirOnTmpfs();
+      const quiet = await runContainer(agent(volume.path, {}, { user: 4242 }));
+      assert.equal(quiet.code, 0, quiet.stderr);
+      assert.equal(quiet.stderr, '');
+      using second = emptyDirOnTmpfs();
+      const debug = await runContainer(
+        agent(second.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: 4242 }),
+      );
+      assert.equal(debug.code, 0, debug.stderr);
+      assert.doesNotMatch(debug.stderr, accepted);
+    });
+  });
+
+  it('cannot write anywhere but the volume: SECRETS_DIR elsewhere is refused with the SECRETS_DIR error (exit 2)', async () => {
+    using volume = emptyDirOnTmpfs();
+    const cases: [string, Partial<ContainerSpec>, RegExp][] = [
+      // Root-owned in the image: refused for the user before the read-only root is even reached.
+      [
+        '/app',
+        {},
+        /SECRETS_DIR: "\/app" is not writable by the agent \(EACCES\)\. Fix: mount a writable emptyDir there/,
+      ],
+      ['/', {}, /SECRETS_DIR: "\/" is not writable by the agent \(EACCES\)/],
+      // The default, for Flyte's contract: on a read-only root, only a mounted volume works there.
+      ['/tmp', {}, /SECRETS_DIR: "\/tmp" is not writable by the agent \(EROFS\)/],
+      [
+        '/missing',
+        {},
+        /SECRETS_DIR: "\/missing" is not an existing directory\. Fix: mount the secrets volume there/,
+      ],
+      // The volume itself mounted read-only.
+      [
+        '/readonly-volume',
+        { mounts: [{ host: volume.path, container: '/readonly-volume', readOnly: true }] },
+        /SECRETS_DIR: "\/readonly-volume" is not writable by the agent \(EROFS\)/,
+      ],
+    ];
+    for (const [dir, extra, message] of cases) {
+      const run = await runContainer(agent(volume.path, { SECRETS_DIR: dir }, extra));
+      assert.equal(run.code, 2, `${dir}: ${run.stderr}`);
+      assert.match(run.stderr, message, dir);
+    }
+    assert.deepEqual(readdirSync(volume.path), [], 'nothing was written anywhere');
+  });
+
+  it('the container itself: every path but the volume refuses a write, whatever the process tries', async () => {
+    using volume = emptyDirOnTmpfs();
+    const probe = `
       const fs = require('node:fs');
       const out = {};
-      for (const dir of ['/', '/app', '/app/agent-chunks', '/nodejs/bin', '/usr', '/usr/lib', '/dev', '/dev/shm', '/tmp', '/run/secrets', '/secrets']) {
+      for (const dir of ['/', '/app', '/app/agent-chunks', '/app/compile-cache', '/nodejs/bin', '/etc', '/usr/lib', '/home/nonroot', '/tmp', '/var/tmp', '/run', '/dev', '/secrets']) {
         try { fs.writeFileSync(dir + '/written-by-probe', 'x'); out[dir] = 'written'; } catch (e) { out[dir] = e.code; }
       }
       try { fs.appendFileSync('/app/agent.js', '//'); out['/app/agent.js'] = 'written'; } catch (e) { out['/app/agent.js'] = e.code; }
       console.log(JSON.stringify(out));`;
-      const run = await runSandboxed(agent(volume.path, {}, { command: ['/nodejs/bin/node', '-e', probe] }));
-      assert.equal(run.code, 0, run.stderr);
-      const result = JSON.parse(run.stdout) as Record<string, string>;
-      assert.equal(result['/secrets'], 'written', 'the volume is writable');
-      for (const [path, outcome] of Object.entries(result)) {
-        if (path === '/secrets') continue;
-        assert.ok(['EROFS', 'EACCES', 'ENOENT', 'EPERM'].includes(outcome), `${path}: ${outcome}`);
-      }
-      assert.deepEqual(readdirSync(volume.path), ['written-by-probe']);
-    });
+    const run = await runContainer(agent(volume.path, {}, { entrypoint: ['/nodejs/bin/node', '-e', probe] }));
+    assert.equal(run.code, 0, run.stderr);
+    const result = JSON.parse(run.stdout) as Record<string, string>;
+    assert.equal(result['/secrets'], 'written', 'the volume is writable');
+    for (const [path, outcome] of Object.entries(result)) {
+      if (path === '/secrets') continue;
+      assert.ok(['EROFS', 'EACCES', 'ENOENT', 'EPERM'].includes(outcome), `${path}: ${outcome}`);
+    }
+    assert.deepEqual(readdirSync(volume.path), ['written-by-probe']);
+  });
 
-    it('has no network but its own loopback: a backend on this machine’s 127.0.0.1 is unreachable (exit 1, unavailable)', async () => {
-      using volume = memoryDir(IMAGE_UID);
-      let connections = 0;
-      const outside = createServer((s) => {
-        connections++;
-        s.destroy();
-      });
-      await new Promise<void>((r) => outside.listen(0, '127.0.0.1', r));
-      const port = (outside.address() as { port: number }).port;
+  it('sidecar: ready once written, a rotation in moto reaches the files, SIGTERM to PID 1 exits 0 with the files intact', async (t) => {
+    using volume = emptyDirOnTmpfs();
+    const port = await freePort();
+    await secrets.put('rotating', canary('before'));
+    const container = startContainer(
+      agent(volume.path, {
+        AGENT_MODE: 'sidecar',
+        AGENT_HTTP_ADDR: `127.0.0.1:${port}`,
+        REFRESH_INTERVAL: '1s',
+        SECRET_0_REF: 'aws:rotating',
+      }),
+    );
+    const get = async (path: string) => {
       try {
-        const run = await runSandboxed(
-          agent(volume.path, {
-            SECRET_0_REF: 'aws:prod/db',
-            AWS_REGION: 'us-east-1',
-            AWS_ACCESS_KEY_ID: 'testing',
-            AWS_SECRET_ACCESS_KEY: 'testing',
-            AWS_ENDPOINT_URL_SECRETS_MANAGER: `http://127.0.0.1:${port}`,
-            INIT_DEADLINE: '1s',
-          }),
-        );
-        assert.equal(run.code, 1, run.stderr);
-        assert.match(run.stderr, /SECRET_0 \(aws:prod\/db\): unavailable: ECONNREFUSED/);
-        assert.equal(connections, 0, 'nothing left the sandbox');
-      } finally {
-        outside.close();
+        const res = await fetch(`http://127.0.0.1:${port}${path}`);
+        return { status: res.status, body: await res.text() };
+      } catch {
+        return undefined;
       }
-    });
-
-    it('sidecar: serves /readyz, /healthz and /metrics on its loopback, and stops cleanly on SIGTERM as PID 1', async () => {
-      using volume = memoryDir(IMAGE_UID);
-      const box = startSandboxed(
-        agent(volume.path, { AGENT_MODE: 'sidecar', AGENT_HTTP_ADDR: '127.0.0.1:8099' }),
+    };
+    const read = () => readFileSync(join(volume.path, 'db-password'), 'utf8');
+    try {
+      await eventually(
+        async () => ((await get('/readyz'))?.status === 200 ? true : undefined),
+        'readyz 200',
+        30_000,
       );
-      try {
-        const pid = await box.pid;
-        let ready = { status: 0, body: '' };
-        for (let i = 0; i < 100 && ready.status !== 200; i++) {
-          ready = requestInside(pid, { url: 'http://127.0.0.1:8099/readyz' });
-          if (ready.status !== 200) await sleep(100);
-        }
-        assert.equal(ready.status, 200, `readyz: ${ready.body}; ${box.output().stderr}`);
-        assert.equal(requestInside(pid, { url: 'http://127.0.0.1:8099/healthz' }).status, 200);
-        const metrics = requestInside(pid, { url: 'http://127.0.0.1:8099/metrics' });
-        assert.match(metrics.body, /^secret_agent_ready 1$/m);
-        assert.equal(readFileSync(join(volume.path, 'db-password'), 'utf8'), value);
-        await box.kill('SIGTERM');
-        const { code } = await box.exited;
-        assert.equal(code, 0, box.output().stderr);
-        assert.ok(box.logs().some((l) => l.msg === 'stopping' && l.why === 'SIGTERM'));
-        assert.equal(
-          readFileSync(join(volume.path, 'db-password'), 'utf8'),
-          value,
-          'files stay after the stop',
-        );
-      } finally {
-        await box.kill('SIGKILL').catch(() => undefined);
-        await box.exited.catch(() => undefined);
-      }
-    });
+      assert.match(read(), /-before-/);
+      const rotated = canary('after');
+      await secrets.put('rotating', rotated);
+      await eventually(
+        () => (read() === rotated ? true : undefined),
+        'the rotated value in the file',
+        30_000,
+      );
+      assert.equal((await get('/healthz'))?.status, 200);
+      assert.match((await get('/metrics'))!.body, /^secret_agent_rotations_total [1-9]\d*$/m);
 
-    describe('NODE_COMPILE_CACHE=/app/compile-cache, read-only at run time (Dockerfile.agent)', () => {
-      const fill = async (uidAtBuild: number): Promise<string> => {
-        const cache = mkdtempSync(join(work, 'compile-cache-'));
-        chownSync(cache, IMAGE_UID, IMAGE_UID);
-        const run = await runSandboxed({
-          image: 'agent',
-          env: { NODE_COMPILE_CACHE: '/app/compile-cache' },
-          writable: [[cache, '/app/compile-cache']],
-          uid: uidAtBuild,
-          command: ['/nodejs/bin/node', '--input-type=module', '-e', PREFILL],
-        });
-        assert.equal(run.code, 0, run.stderr);
-        assert.ok(readdirSync(cache, { recursive: true }).length > 1, 'the cache was filled');
-        return cache;
-      };
-      const runWith = (cache: string | undefined, debug = false) => {
-        const volume = mkdtempSync(join(work, 'volume-'));
-        chownSync(volume, IMAGE_UID, IMAGE_UID);
-        return runSandboxed(
-          agent(
-            volume,
-            {
-              NODE_COMPILE_CACHE: '/app/compile-cache',
-              ...(debug ? { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } : {}),
-            },
-            cache ? { readOnly: [[cache, '/app/compile-cache']] } : {},
-          ),
-        );
-      };
+      const stopping = Date.now();
+      await container.kill('SIGTERM');
+      const code = await container.exited;
+      t.diagnostic(`SIGTERM to exit: ${Date.now() - stopping} ms (podman kill included)`);
+      assert.equal(code, 0, container.output().stderr);
+      assert.ok(container.logs().some((l) => l.msg === 'stopping' && l.why === 'SIGTERM'));
+      assert.equal(read(), rotated, 'files stay after the stop');
+    } finally {
+      await container.kill('SIGKILL');
+      await container.exited.catch(() => undefined);
+    }
+  });
 
-      for (const [name, cache] of [
-        ['pre-filled', () => fill(IMAGE_UID)],
-        ['empty', () => Promise.resolve(mkdtempSync(join(work, 'compile-cache-empty-')))],
-        ['missing', () => Promise.resolve(undefined)],
-      ] as const) {
-        it(`${name}: the agent runs, and prints nothing but its JSON log lines (no cache warnings)`, async () => {
-          const run = await runWith(await cache());
-          assert.equal(run.code, 0, run.stderr);
-          assert.equal(run.stderr, '', 'nothing on stderr');
-          const lines = run.stdout.split('\n').filter((l) => l !== '');
-          assert.ok(
-            lines.every((l) => l.startsWith('{')),
-            `only JSON on stdout: ${run.stdout}`,
-          );
-        });
-      }
-
-      // Node keys the cache directory by uid (…/v24.x-x64-HASH-UID): NODE_DEBUG_NATIVE shows hits.
-      const accepted = /V8 code cache for ESM file:\/\/\/app\/agent-chunks\/\S+ was accepted/;
-
-      it('a cache filled by the image’s user (65532) is used at run time', async () => {
-        const run = await runWith(await fill(IMAGE_UID), true);
-        assert.equal(run.code, 0, run.stderr);
-        assert.match(run.stderr, accepted);
+  describe('bad input: the same errors and exit codes as the bundle', () => {
+    const cases: [string, Record<string, string>][] = [
+      ['no env at all', {}],
+      ['a reference no provider understands', { SECRET_0_REF: 'nope:thing', SECRET_0_FILENAME: 'x' }],
+      [
+        'an escaping file name and a bad mode',
+        { SECRET_0_REF: 'aws:db', SECRET_0_FILENAME: '../x', FILE_MODE: '9' },
+      ],
+      [
+        'two forms at once and a bad duration',
+        { SECRET_ARN: 'aws:db', SECRET_0_REF: 'aws:x', REFRESH_INTERVAL: 'fast' },
+      ],
+    ];
+    for (const [name, env] of cases)
+      it(name, async () => {
+        using volume = emptyDirOnTmpfs();
+        const [inImage, bundle] = await Promise.all([
+          runContainer({ image, env, mounts: [{ host: volume.path, container: '/tmp' }] }),
+          runAgent(env),
+        ]);
+        assert.equal(bundle.code, 2, bundle.stderr);
+        assert.equal(inImage.code, bundle.code);
+        assert.equal(inImage.stderr, bundle.stderr);
+        assert.match(inImage.stderr, /^secret-agent: invalid configuration\n( {2}\S+: .+ Fix: .+\n)+$/);
+        assert.deepEqual(readdirSync(volume.path), [], 'nothing written');
       });
-
-      it('Dockerfile.agent fills the cache as the user that runs the agent, so it is the one used', () => {
-        const lines = readFileSync(join(ROOT, 'Dockerfile.agent'), 'utf8').split('\n');
-        const user = lines.indexOf('USER 65532:65532');
-        const filling = lines.findIndex((l) => l.startsWith('RUN') && l.includes('flushCompileCache'));
-        assert.ok(user >= 0 && filling > user, 'USER 65532:65532 precedes the RUN that fills the cache');
-        assert.ok(lines.includes('ENV NODE_COMPILE_CACHE=/app/compile-cache'));
-      });
-    });
-  },
-);
+  });
+});

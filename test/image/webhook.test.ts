@@ -1,70 +1,110 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { assertNoCanary, canary } from '../support/canary.ts';
-import { AGENT_IMAGE, basicPod, decodePatch, review } from '../webhook/fixtures.ts';
-import { certDir, makeServingPair, SERVER_NAME } from '../webhook/tls-certs.ts';
-import { requestInside, startSandboxed } from './sandbox.ts';
+import { freePort } from '../support/moto.ts';
+import { eventually, ROOT } from '../support/run-agent.ts';
+import { basicPod, decodePatch, mutate, review, validatePod } from '../webhook/fixtures.ts';
+import { call } from '../webhook/https-call.ts';
+import { certDir, makeServingPair } from '../webhook/tls-certs.ts';
+import { builtImages, runContainer, startContainer } from './podman.ts';
 
-const isRoot = process.getuid?.() === 0;
+interface Answer {
+  readonly response: {
+    readonly allowed: boolean;
+    readonly patch?: string;
+    readonly status?: { readonly code: number; readonly message: string };
+  };
+}
 
-describe(
-  'the webhook bundle, run as its image runs it (bubblewrap: uid 65532, read-only root, loopback only)',
-  { skip: !isRoot && 'switching to uid 65532 needs root' },
-  () => {
-    it('serves /healthz and /mutate over TLS with the certificate files mounted read-only, and stops on SIGTERM', async () => {
-      const pair = await makeServingPair();
-      using tls = certDir();
-      tls.write(pair);
-      // Nothing writable at all: the webhook needs no volume.
-      const box = startSandboxed({
-        image: 'webhook',
-        env: {
-          AGENT_IMAGE,
-          WEBHOOK_PORT: '8443',
-          TLS_CERT_FILE: '/etc/webhook/tls/tls.crt',
-          TLS_KEY_FILE: '/etc/webhook/tls/tls.key',
-        },
-        readOnly: [[tls.dir, '/etc/webhook/tls']],
-      });
-      try {
-        const pid = await box.pid;
-        const https = (path: string, body?: string) =>
-          requestInside(pid, {
-            url: `https://127.0.0.1:8443${path}`,
-            ca: pair.ca,
-            servername: SERVER_NAME,
-            ...(body === undefined ? {} : { method: 'POST', body }),
-          });
-        let health = { status: 0, body: '' };
-        for (let i = 0; i < 100 && health.status !== 200; i++) {
-          health = https('/healthz');
-          if (health.status !== 200) await sleep(100);
-        }
-        assert.equal(health.status, 200, `healthz: ${health.body}; ${box.output().stderr}`);
-
-        const pod = basicPod(
-          { 'secret-agent.io/secret-db': 'aws:prod/db' },
-          {
-            containers: [{ name: 'app', image: 'a', env: [{ name: 'PASSWORD', value: canary('pod-env') }] }],
-          },
-        );
-        const reply = https('/mutate', JSON.stringify(review(pod)));
-        assert.equal(reply.status, 200);
-        assertNoCanary(reply.body, 'the /mutate response');
-        const answer = JSON.parse(reply.body) as { response: { allowed: boolean; patch?: string } };
-        assert.equal(answer.response.allowed, true);
-        assert.ok(decodePatch(answer.response).some((op) => op.path === '/spec/initContainers'));
-
-        await box.kill('SIGTERM');
-        const { code } = await box.exited;
-        assert.equal(code, 0, box.output().stderr);
-        assert.equal(box.output().stderr, '');
-        assert.ok(box.logs().some((l) => l.msg === 'webhook listening'));
-      } finally {
-        await box.kill('SIGKILL').catch(() => undefined);
-        await box.exited.catch(() => undefined);
-      }
+describe('the webhook image, run by podman (read-only root, no capabilities, no new privileges)', () => {
+  it('serves TLS from certificate files mounted read-only, admits and refuses pods, and stops on SIGTERM', async () => {
+    const { manifest } = builtImages();
+    const pair = await makeServingPair();
+    using tls = certDir();
+    tls.write(pair);
+    const port = await freePort();
+    // Nothing writable at all: the webhook needs no volume.
+    const webhook = startContainer({
+      image: manifest.images.webhook.ref,
+      network: 'host',
+      env: { AGENT_IMAGE: manifest.images.agent.ref, WEBHOOK_PORT: String(port), WEBHOOK_HOST: '127.0.0.1' },
+      mounts: [{ host: tls.dir, container: '/etc/webhook/tls', readOnly: true }],
     });
-  },
-);
+    try {
+      await eventually(
+        async () =>
+          (await call(port, pair.ca, '/healthz').catch(() => undefined))?.status === 200 ? true : undefined,
+        `the webhook's /healthz (${webhook.output().stderr})`,
+        30_000,
+      );
+
+      const pod = basicPod(
+        { 'secret-agent.io/secret-db': 'aws:prod/db', 'secret-agent.io/aws-region': 'eu-west-1' },
+        {
+          containers: [
+            { name: 'app', image: 'app:1', env: [{ name: 'PASSWORD', value: canary('pod-env') }] },
+          ],
+        },
+      );
+      const admitted = await call(port, pair.ca, '/mutate', { body: JSON.stringify(review(pod)) });
+      assert.equal(admitted.status, 200);
+      assertNoCanary(admitted.body, 'the /mutate response');
+      const answer = JSON.parse(admitted.body) as Answer;
+      assert.equal(answer.response.allowed, true);
+      const patched = mutate(pod, decodePatch(answer.response));
+      validatePod(patched);
+      const agents = [...(patched.spec.initContainers ?? []), ...patched.spec.containers].filter(
+        (c) => c.image === manifest.images.agent.ref,
+      );
+      assert.ok(agents.length > 0, 'the agent image the webhook was given is injected');
+
+      const bad = basicPod({
+        'secret-agent.io/secret-db': 'aws:prod/db',
+        'secret-agent.io/mode': 'sometimes',
+      });
+      const refused = JSON.parse(
+        (await call(port, pair.ca, '/mutate', { body: JSON.stringify(review(bad)) })).body,
+      ) as Answer;
+      assert.equal(refused.response.allowed, false);
+      assert.match(refused.response.status!.message, /secret-agent\.io\/mode: .*Fix: /);
+
+      const metrics = await call(port, pair.ca, '/metrics');
+      assert.match(metrics.body, /^secret_agent_webhook_admission_requests_total\{outcome="injected"\} 1$/m);
+      assert.match(metrics.body, /^secret_agent_webhook_admission_requests_total\{outcome="denied"\} 1$/m);
+
+      await webhook.kill('SIGTERM');
+      assert.equal(await webhook.exited, 0, webhook.output().stderr);
+      assert.equal(webhook.output().stderr, '');
+      assert.ok(webhook.logs().some((l) => l.msg === 'webhook listening'));
+    } finally {
+      await webhook.kill('SIGKILL');
+      await webhook.exited.catch(() => undefined);
+    }
+  });
+
+  describe('bad input: the same errors and exit codes as the bundle', () => {
+    const cases: [string, Record<string, string>][] = [
+      ['no env at all', {}],
+      ['a setting out of its range', { AGENT_IMAGE: 'registry.example/agent:1', TLS_MODE: 'nope' }],
+    ];
+    for (const [name, env] of cases)
+      it(name, async () => {
+        const { manifest } = builtImages();
+        const inImage = await runContainer({ image: manifest.images.webhook.ref, env });
+        const bundle = spawnSync(process.execPath, [join(ROOT, 'dist/webhook.js')], {
+          env: { PATH: '/usr/bin:/bin', ...env },
+          encoding: 'utf8',
+          timeout: 30_000,
+        });
+        assert.equal(bundle.status, 2, bundle.stderr);
+        assert.equal(inImage.code, bundle.status);
+        assert.equal(inImage.stderr, bundle.stderr);
+        assert.match(
+          inImage.stderr,
+          /^secret-agent-webhook: invalid configuration\n( {2}\S+: .+ Fix: .+\n)+$/,
+        );
+      });
+  });
+});

@@ -1,0 +1,120 @@
+/**
+ * The container engine that builds and runs the images: podman where it is installed (what these
+ * machines run, with the settings in images/podman/containers.conf), else a docker whose daemon
+ * answers. Every call goes through `run`, so the engine's configuration lives in one place.
+ */
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const PODMAN_INSTALL =
+  'apt-get update && apt-get install -y podman runc (Debian; as root). .ci/run installs them on a fresh machine.';
+
+/** Thrown when no engine can run, with the command that installs one. */
+export class MissingToolError extends Error {
+  constructor(what: string, install: string) {
+    super(`${what}. Install: ${install}`);
+    this.name = 'MissingToolError';
+  }
+}
+
+export interface EngineResult {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface ContainerEngine {
+  readonly name: 'podman' | 'docker';
+  /** Runs the engine to completion; throws with its stderr when it fails, unless `check` is false. */
+  run(args: readonly string[], options?: RunOptions): EngineResult;
+  /** Runs the engine without blocking the event loop. */
+  runAsync(args: readonly string[], options?: RunOptions): Promise<EngineResult>;
+  /** The env every engine process gets (CONTAINERS_CONF for podman). */
+  readonly env: NodeJS.ProcessEnv;
+}
+
+export interface RunOptions {
+  readonly check?: boolean;
+  readonly timeoutMs?: number;
+}
+
+const PODMAN_CONF = fileURLToPath(new URL('./podman/containers.conf', import.meta.url));
+
+function engine(name: 'podman' | 'docker', env: NodeJS.ProcessEnv): ContainerEngine {
+  const fail = (args: readonly string[], r: EngineResult) =>
+    new Error(`${name} ${args.join(' ')} failed (${r.status}): ${r.stderr.trim().slice(-4000)}`);
+  return {
+    name,
+    env,
+    run(args, options = {}) {
+      const r: SpawnSyncReturns<string> = spawnSync(name, args, {
+        env,
+        encoding: 'utf8',
+        maxBuffer: 256 * 1024 * 1024,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+      });
+      const result = { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+      if (options.check !== false && r.status !== 0) throw fail(args, result);
+      return result;
+    },
+    runAsync(args, options = {}) {
+      return new Promise((resolve, reject) => {
+        const child = spawn(name, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+        child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+        const timer =
+          options.timeoutMs === undefined
+            ? undefined
+            : setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
+        child.on('error', reject);
+        child.on('close', (status) => {
+          clearTimeout(timer);
+          const result = { status, stdout, stderr };
+          if (options.check !== false && status !== 0) reject(fail(args, result));
+          else resolve(result);
+        });
+      });
+    },
+  };
+}
+
+const answers = (command: string, args: string[], env: NodeJS.ProcessEnv = process.env) =>
+  spawnSync(command, args, { env, stdio: 'ignore', timeout: 30_000 }).status === 0;
+
+/** podman, configured for these machines unless CONTAINERS_CONF says otherwise. */
+export function findPodman(): ContainerEngine | undefined {
+  const env = { ...process.env, CONTAINERS_CONF: process.env.CONTAINERS_CONF ?? PODMAN_CONF };
+  return answers('podman', ['--version'], env) ? engine('podman', env) : undefined;
+}
+
+/**
+ * podman, or fail loudly: the tests that run images and pods need it (kube play, and runc, which
+ * the configuration names).
+ */
+export function requirePodman(): ContainerEngine {
+  const podman = findPodman();
+  if (!podman)
+    throw new MissingToolError(
+      'podman is not installed (the image tests run the images with it)',
+      PODMAN_INSTALL,
+    );
+  if (podman.env.CONTAINERS_CONF === PODMAN_CONF && !answers('runc', ['--version']))
+    throw new MissingToolError(
+      'runc is not installed (images/podman/containers.conf runs containers with it)',
+      PODMAN_INSTALL,
+    );
+  return podman;
+}
+
+/** podman where present, else docker with a daemon that answers; fails loudly with the install line. */
+export function findContainerEngine(): ContainerEngine {
+  if (findPodman()) return requirePodman();
+  if (answers('docker', ['info'])) return engine('docker', process.env);
+  throw new MissingToolError(
+    'no container engine: podman is not installed and docker has no daemon that answers',
+    PODMAN_INSTALL,
+  );
+}

@@ -1,0 +1,40 @@
+/**
+ * Fills the agent image's V8 compile cache. Dockerfile.agent runs it at build time as root, with the
+ * image's own Node (the image has no shell). Node keeps one cache directory per uid
+ * (`v24.x-x64-TAG-UID`) and never shares it, so every uid in COMPILE_CACHE_UIDS gets its own fill: a
+ * child Node running as that uid imports every chunk, then flushes the cache.
+ * Usage: node fill-compile-cache.ts CACHE_DIR (the image's NODE_COMPILE_CACHE).
+ */
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readdirSync } from 'node:fs';
+
+const CACHE = process.argv[2] ?? '/app/compile-cache';
+const CHUNKS = '/app/agent-chunks';
+const PREFILL = `import { readdirSync } from 'node:fs';
+import { flushCompileCache } from 'node:module';
+for (const f of readdirSync(${JSON.stringify(CHUNKS)})) if (f.endsWith('.js')) await import(${JSON.stringify(`${CHUNKS}/`)} + f);
+flushCompileCache();`;
+
+const raw = process.env.COMPILE_CACHE_UIDS ?? '65532';
+const uids = raw.split(/[\s,]+/).filter((u) => u !== '');
+for (const uid of uids)
+  if (!/^[1-9]\d{0,9}$/.test(uid) || Number(uid) > 2 ** 32 - 2)
+    throw new Error(
+      `COMPILE_CACHE_UIDS: "${uid}" is not a uid. Fix: list non-zero numeric uids, e.g. --build-arg COMPILE_CACHE_UIDS="65532 1000" (the agent never runs as root).`,
+    );
+
+// Each uid's child creates its own directory in here; it is closed again once all are filled.
+mkdirSync(CACHE, { recursive: true });
+chmodSync(CACHE, 0o1777);
+for (const uid of new Set(uids.map(Number))) {
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', PREFILL], {
+    uid,
+    gid: uid,
+    env: { NODE_COMPILE_CACHE: CACHE, HOME: '/' },
+    stdio: 'inherit',
+  });
+  if (run.status !== 0) throw new Error(`filling the compile cache as uid ${uid} failed (${run.status})`);
+  if (!readdirSync(CACHE).some((d) => d.endsWith(`-${uid}`)))
+    throw new Error(`filling the compile cache as uid ${uid} left no cache directory in ${CACHE}`);
+}
+chmodSync(CACHE, 0o755);
