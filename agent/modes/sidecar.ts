@@ -17,7 +17,7 @@ import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
-import { findProcessesByName } from '../proc/find-processes.ts';
+import { watchAppExit, type AppExitWatch } from '../proc/watch-app-exit.ts';
 import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
 import { AgentMetrics } from '../serve/metrics.ts';
@@ -460,14 +460,14 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
     });
   }
 
-  let exitWatch: NodeJS.Timeout | undefined;
+  let exitWatch: AppExitWatch | undefined;
   const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (why: string) => {
       if (stopping) return;
       stopping = true;
       log.info({ why }, 'stopping');
-      clearInterval(exitWatch);
+      exitWatch?.stop();
       void (async () => {
         await watcher?.close();
         await sidecar.stop();
@@ -482,32 +482,6 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   });
   void sidecar.run();
   return stopped;
-}
-
-/**
- * EXIT_WITH_PROCESS: a classic sidecar would keep a Job's pod running forever after its app is done.
- * Once a process with this name has been seen and is gone, the agent stops too.
- */
-function watchAppExit(name: string, log: Logger, exit: () => void): NodeJS.Timeout {
-  let seen = false;
-  let busy = false;
-  return setInterval(async () => {
-    if (busy) return;
-    busy = true;
-    try {
-      const running = (await findProcessesByName(name)).length > 0;
-      if (running && !seen) log.info({ process: name }, 'watching the app; will exit when it ends');
-      if (!running && seen) exit();
-      seen ||= running;
-    } catch (e) {
-      log.warn(
-        { code: (e as NodeJS.ErrnoException).code },
-        'cannot list processes for EXIT_WITH_PROCESS; is /proc mounted?',
-      );
-    } finally {
-      busy = false;
-    }
-  }, 1000);
 }
 
 /**

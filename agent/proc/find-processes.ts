@@ -4,23 +4,30 @@ import { readdir, readFile } from 'node:fs/promises';
 export const COMM_LENGTH = 15;
 
 /**
- * PIDs whose /proc/PID/comm is `name` (compared on its first 15 bytes, as the kernel keeps them),
- * excluding the agent itself. Sees the app only when the pod shares one process namespace.
- * Throws when /proc cannot be listed.
+ * Every process this one can see, but itself: PID and /proc/PID/comm. Sees the app only when the
+ * pod shares one process namespace. Throws when /proc cannot be listed.
  */
-export async function findProcessesByName(name: string, procDir = '/proc'): Promise<number[]> {
-  const wanted = name.slice(0, COMM_LENGTH);
-  const pids: number[] = [];
+export async function listProcesses(procDir = '/proc'): Promise<{ pid: number; comm: string }[]> {
+  const processes: { pid: number; comm: string }[] = [];
   for (const entry of await readdir(procDir)) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
     try {
       const comm = await readFile(`${procDir}/${entry}/comm`, 'utf8');
-      if (comm.replace(/\n$/, '') === wanted) pids.push(pid);
+      processes.push({ pid, comm: comm.replace(/\n$/, '') });
     } catch {
       // The process exited between the listing and the read.
     }
   }
-  return pids;
+  return processes;
+}
+
+/**
+ * PIDs whose /proc/PID/comm is `name` (compared on its first 15 bytes, as the kernel keeps them),
+ * excluding the agent itself. Throws when /proc cannot be listed.
+ */
+export async function findProcessesByName(name: string, procDir = '/proc'): Promise<number[]> {
+  const wanted = name.slice(0, COMM_LENGTH);
+  return (await listProcesses(procDir)).filter((p) => p.comm === wanted).map((p) => p.pid);
 }
