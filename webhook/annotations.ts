@@ -194,6 +194,11 @@ export const POD_ANNOTATIONS = {
     'absolute path',
     'File holding the PID to signal.',
   ),
+  'exit-with-process': agentSetting(
+    'EXIT_WITH_PROCESS',
+    'process name',
+    'A run-to-completion pod (a Job’s) on a cluster without native sidecars: the sidecar exits once the app’s process of this name (as in /proc/PID/comm, e.g. python3; a Node 24 app shows MainThread unless it sets process.title) has run and ended, so the pod can complete. Turns on `shareProcessNamespace` (denied if the pod sets it to false). Ignored, with a warning, where no classic sidecar runs: the kubelet stops native sidecars itself.',
+  ),
   'rotation-http-url': agentSetting(
     'ROTATION_HTTP_URL',
     '`[METHOD] URL`',

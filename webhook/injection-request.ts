@@ -45,6 +45,8 @@ export interface InjectionRequest {
   readonly volumeSizeLimit: string;
   /** Provider env for the agent: cluster defaults with the pod's safe overrides applied. */
   readonly providerEnv: readonly { readonly name: string; readonly value: string }[];
-  /** Signal rotation needs to see the app's processes. */
+  /** Signal rotation and EXIT_WITH_PROCESS need to see the app's processes. */
   readonly shareProcessNamespace: boolean;
+  /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */
+  readonly warnings: readonly string[];
 }

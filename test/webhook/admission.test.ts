@@ -762,3 +762,125 @@ describe('file: references', () => {
     assert.equal(admit(pod(), { ALLOW_FILE_REFERENCES: 'true' }).outcome, 'injected');
   });
 });
+
+describe('run-to-completion pods (restartPolicy Never or OnFailure, e.g. a Job’s)', () => {
+  const job = (annotations: Record<string, string> = {}, spec: Partial<PodDoc['spec']> = {}) =>
+    basicPod(
+      {
+        'secret-agent.io/secret-db': 'aws:prod/db',
+        'secret-agent.io/aws-region': 'eu-west-1',
+        ...annotations,
+      },
+      { restartPolicy: 'Never', ...spec },
+    );
+  const classic = { NATIVE_SIDECARS: 'false' };
+  const injected = (pod: PodDoc, env: Record<string, string>) => {
+    const result = admit(pod, env);
+    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+    const patched = mutate(pod, decodePatch(result.review.response));
+    validatePod(patched);
+    const agents = [...(patched.spec.initContainers ?? []), ...patched.spec.containers].filter(
+      (c) => c.image === AGENT_IMAGE,
+    );
+    return { patched, agents, warnings: result.review.response.warnings ?? [] };
+  };
+
+  it('without native sidecars, the default mode becomes init (no sidecar to hold the pod), with a warning', () => {
+    for (const restartPolicy of ['Never', 'OnFailure']) {
+      const { agents, warnings } = injected(job({}, { restartPolicy }), classic);
+      assert.deepEqual(
+        agents.map((c) => c.name),
+        ['secret-agent-init'],
+      );
+      assert.deepEqual(warnings, [
+        `secret-agent: this pod runs to completion (restartPolicy ${restartPolicy}) on a cluster without native sidecars, so its secrets are written once, by an init container. To keep them fresh, set secret-agent.io/exit-with-process to the app’s process name.`,
+      ]);
+    }
+  });
+
+  it('without native sidecars, a sidecar asked for by mode is refused, naming mode and both fixes', () => {
+    for (const mode of ['sidecar', 'init+sidecar']) {
+      const result = admit(job({ 'secret-agent.io/mode': mode }), classic);
+      assert.equal(result.outcome, 'denied');
+      assert.equal(
+        result.review.response.status!.message,
+        `secret-agent cannot inject this pod: secret-agent.io/mode: ${mode} runs a sidecar, which would keep this pod (restartPolicy Never) from ever completing: the cluster has no native sidecars to stop it. Fix: set secret-agent.io/exit-with-process to the app’s process name (the sidecar then exits with it), or use secret-agent.io/mode: init`,
+      );
+    }
+  });
+
+  it('exit-with-process: the classic sidecar exits with the app, which it sees in a shared process namespace', () => {
+    const { patched, agents, warnings } = injected(
+      job({ 'secret-agent.io/exit-with-process': 'python3' }),
+      classic,
+    );
+    assert.deepEqual(warnings, []);
+    assert.deepEqual(
+      agents.map((c) => c.name),
+      ['secret-agent-init', 'secret-agent'],
+    );
+    assert.equal(patched.spec.shareProcessNamespace, true);
+    const sidecar = agents.find((c) => c.name === 'secret-agent')!;
+    const config = parseAgentConfig(containerEnv(sidecar, patched));
+    assert.equal(config.sidecar?.exitWithProcess, 'python3');
+  });
+
+  it('exit-with-process needs the shared process namespace the pod refuses', () => {
+    const result = admit(
+      job({ 'secret-agent.io/exit-with-process': 'python3' }, { shareProcessNamespace: false }),
+      classic,
+    );
+    assert.equal(result.outcome, 'denied');
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/exit-with-process: needs a shared process namespace to see the app end, but the pod sets shareProcessNamespace: false\. Fix: /,
+    );
+  });
+
+  it('exit-with-process is dropped, with a warning, where no classic sidecar runs', () => {
+    const cases: [string, PodDoc, Record<string, string>, string][] = [
+      [
+        'native sidecars',
+        job({ 'secret-agent.io/exit-with-process': 'python3' }),
+        {},
+        'the kubelet stops native sidecars when the app ends',
+      ],
+      [
+        'mode init',
+        job({ 'secret-agent.io/exit-with-process': 'python3', 'secret-agent.io/mode': 'init' }),
+        classic,
+        'mode init runs no sidecar',
+      ],
+      [
+        'a Deployment’s pod',
+        basicPod({
+          'secret-agent.io/secret-db': 'aws:prod/db',
+          'secret-agent.io/aws-region': 'eu-west-1',
+          'secret-agent.io/exit-with-process': 'python3',
+        }),
+        classic,
+        'the pod does not run to completion (restartPolicy Always)',
+      ],
+    ];
+    for (const [name, pod, env, why] of cases) {
+      const { patched, agents, warnings } = injected(pod, env);
+      assert.deepEqual(
+        warnings,
+        [`secret-agent: secret-agent.io/exit-with-process is ignored: ${why}.`],
+        name,
+      );
+      assert.notEqual(patched.spec.shareProcessNamespace, true, name);
+      for (const agent of agents)
+        assert.ok(!JSON.stringify(agent.env).includes('EXIT_WITH_PROCESS'), `${name}: ${agent.name}`);
+    }
+  });
+
+  it('with native sidecars, nothing changes: the kubelet stops the sidecar when the app ends', () => {
+    const { agents, warnings } = injected(job(), {});
+    assert.deepEqual(warnings, []);
+    assert.deepEqual(
+      agents.map((c) => [c.name, c.restartPolicy]),
+      [['secret-agent', 'Always']],
+    );
+  });
+});

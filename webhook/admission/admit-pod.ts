@@ -47,7 +47,7 @@ export function admitPod(request: AdmissionRequest, defaults: InjectionDefaults)
   return {
     outcome: 'injected',
     request: injection,
-    review: allowResponse(request, renderPodPatch(decision.pod, injection, defaults)),
+    review: allowResponse(request, renderPodPatch(decision.pod, injection, defaults), injection.warnings),
   };
 }
 

@@ -12,6 +12,7 @@ import {
   PREFIX,
   type Annotation,
   type FileAnnotationName,
+  type InjectionMode,
   type PodAnnotationName,
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
@@ -130,7 +131,20 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     }
   }
 
-  const sidecar = mode === 'sidecar' || mode === 'init+sidecar';
+  const warnings: string[] = [];
+  const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
+  const completion = runToCompletion(
+    pod,
+    mode,
+    podValues.has('mode'),
+    defaults.nativeSidecars,
+    exitWith >= 0,
+  );
+  if (completion.error) errors.push(completion.error);
+  if (completion.dropExitWithProcess) agentSettings.splice(exitWith, 1);
+  warnings.push(...completion.warnings);
+  const effectiveMode = completion.mode;
+  const sidecar = effectiveMode === 'sidecar' || effectiveMode === 'init+sidecar';
   const httpAddr = agentSettings.find((s) => s.env === 'AGENT_HTTP_ADDR');
   const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(
     httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default ?? '0.0.0.0:8099',
@@ -167,6 +181,15 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
         'remove shareProcessNamespace: false, or use rotation-http-url / rotation-command instead',
       ),
     );
+  const exitsWithApp = agentSettings.some((s) => s.env === 'EXIT_WITH_PROCESS');
+  if (exitsWithApp && pod.spec.shareProcessNamespace === false)
+    errors.push(
+      new ConfigError(
+        `${PREFIX}exit-with-process`,
+        'needs a shared process namespace to see the app end, but the pod sets shareProcessNamespace: false',
+        `remove shareProcessNamespace: false, or use ${PREFIX}mode: init`,
+      ),
+    );
 
   const podUser = positiveInteger(pod.spec.securityContext?.runAsUser);
   const podGroup = nonNegativeInteger(pod.spec.securityContext?.runAsGroup);
@@ -195,7 +218,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
 
   if (errors.length > 0) throw new ConfigErrors(errors);
   return {
-    mode: mode!,
+    mode: effectiveMode!,
     secrets,
     mountPath: mountPath!,
     ...(containers ? { containers } : {}),
@@ -206,7 +229,57 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     ...(podGroup !== undefined ? { runAsGroup: podGroup } : {}),
     volumeSizeLimit,
     providerEnv,
-    shareProcessNamespace: wantsSignal,
+    shareProcessNamespace: wantsSignal || exitsWithApp,
+    warnings,
+  };
+}
+
+/**
+ * A classic sidecar is a plain container: when a run-to-completion pod's app ends (a Job's),
+ * nothing stops it, and the pod never completes. Native sidecars are stopped by the kubelet. So on
+ * a cluster without them such a pod gets a sidecar only if it says which process to exit with
+ * (exit-with-process); the default mode falls back to init, told by a warning; a sidecar asked for
+ * by name is refused. exit-with-process is dropped (with a warning) wherever no classic sidecar
+ * runs: a native sidecar that exits on its own would only be restarted.
+ */
+function runToCompletion(
+  pod: PodShape,
+  mode: InjectionMode | undefined,
+  modeChosen: boolean,
+  nativeSidecars: boolean,
+  exitWithProcess: boolean,
+): { mode: InjectionMode | undefined; warnings: string[]; error?: ConfigError; dropExitWithProcess?: true } {
+  const policy = pod.spec.restartPolicy;
+  const completes = policy === 'Never' || policy === 'OnFailure';
+  const classicSidecar = !nativeSidecars && (mode === 'sidecar' || mode === 'init+sidecar');
+  if (exitWithProcess && !(classicSidecar && completes)) {
+    const why = nativeSidecars
+      ? 'the kubelet stops native sidecars when the app ends'
+      : mode === 'init'
+        ? 'mode init runs no sidecar'
+        : `the pod does not run to completion (restartPolicy ${typeof policy === 'string' ? policy : 'Always'})`;
+    return {
+      mode,
+      warnings: [`secret-agent: ${PREFIX}exit-with-process is ignored: ${why}.`],
+      dropExitWithProcess: true,
+    };
+  }
+  if (!classicSidecar || !completes || exitWithProcess) return { mode, warnings: [] };
+  if (modeChosen)
+    return {
+      mode,
+      warnings: [],
+      error: new ConfigError(
+        `${PREFIX}mode`,
+        `${mode} runs a sidecar, which would keep this pod (restartPolicy ${policy}) from ever completing: the cluster has no native sidecars to stop it`,
+        `set ${PREFIX}exit-with-process to the app’s process name (the sidecar then exits with it), or use ${PREFIX}mode: init`,
+      ),
+    };
+  return {
+    mode: 'init',
+    warnings: [
+      `secret-agent: this pod runs to completion (restartPolicy ${policy}) on a cluster without native sidecars, so its secrets are written once, by an init container. To keep them fresh, set ${PREFIX}exit-with-process to the app’s process name.`,
+    ],
   };
 }
 

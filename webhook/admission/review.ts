@@ -26,6 +26,7 @@ export interface PodShape {
     readonly initContainers?: readonly ContainerShape[];
     readonly volumes?: readonly { readonly name?: unknown }[];
     readonly shareProcessNamespace?: boolean;
+    readonly restartPolicy?: unknown;
     readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
   };
 }
@@ -137,13 +138,16 @@ export interface AdmissionReviewResponse {
     readonly patchType?: 'JSONPatch';
     readonly patch?: string;
     readonly status?: { readonly code: number; readonly message: string; readonly reason?: string };
+    readonly warnings?: readonly string[];
     readonly auditAnnotations?: Readonly<Record<string, string>>;
   };
 }
 
+/** `warnings` reach the user as `Warning:` lines from kubectl: allowed, but worth knowing. */
 export function allowResponse(
   request: AdmissionRequest,
   patch?: readonly PatchOperation[],
+  warnings: readonly string[] = [],
 ): AdmissionReviewResponse {
   return {
     apiVersion: request.apiVersion,
@@ -154,6 +158,7 @@ export function allowResponse(
       ...(patch && patch.length > 0
         ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }
         : {}),
+      ...(warnings.length > 0 ? { warnings } : {}),
     },
   };
 }
