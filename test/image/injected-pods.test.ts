@@ -1,0 +1,335 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/annotations.ts';
+import { canary } from '../support/canary.ts';
+import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
+import { eventually } from '../support/run-agent.ts';
+import { basicPod, decodePatch, mutate, review, validatePod, type PodDoc } from '../webhook/fixtures.ts';
+import { call } from '../webhook/https-call.ts';
+import { certDir, makeServingPair, type ServingPair } from '../webhook/tls-certs.ts';
+import { builtImages, startContainer, type RunningContainer } from './podman.ts';
+import { runPod, TRANSLATIONS, type PodRun } from './run-pod.ts';
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const APP = 'app';
+
+/** The sample app (sample-app.ts) on the images' runtime base: a real image, as a pod names one. */
+async function sampleAppImage(): Promise<string> {
+  const { podman, manifest } = builtImages();
+  const context = mkdtempSync(join(tmpdir(), 'secret-agent-sample-app-'));
+  try {
+    copyFileSync(new URL('./sample-app.ts', import.meta.url), join(context, 'sample-app.ts'));
+    writeFileSync(
+      join(context, 'Containerfile'),
+      `FROM ${manifest.runtime.ref}\nCOPY sample-app.ts /app/sample-app.ts\nENTRYPOINT ["/nodejs/bin/node", "/app/sample-app.ts"]\n`,
+    );
+    const ref = 'localhost/secret-agent-test/sample-app:latest';
+    await podman.runAsync(['build', '--pull=never', '-q', '-t', ref, context]);
+    return ref;
+  } finally {
+    rmSync(context, { recursive: true, force: true });
+  }
+}
+
+/** The webhook image serving on the host's loopback, with the cluster settings a test needs. */
+async function startWebhook(env: Record<string, string>, pair: ServingPair, tlsDir: string) {
+  const { manifest } = builtImages();
+  const port = await freePort();
+  const container = startContainer({
+    image: manifest.images.webhook.ref,
+    network: 'host',
+    env: {
+      AGENT_IMAGE: manifest.images.agent.ref,
+      WEBHOOK_PORT: String(port),
+      WEBHOOK_HOST: '127.0.0.1',
+      ...env,
+    },
+    mounts: [{ host: tlsDir, container: '/etc/webhook/tls', readOnly: true }],
+  });
+  await eventually(
+    async () =>
+      (await call(port, pair.ca, '/healthz').catch(() => undefined))?.status === 200 ? true : undefined,
+    `the webhook's /healthz (${container.output().stderr})`,
+    30_000,
+  );
+  return { port, container };
+}
+
+describe('injected pods, run in podman with both images: the webhook image patches, the agent image delivers', () => {
+  let moto: Moto;
+  let secrets: MotoSecrets;
+  let appImage: string;
+  let agentImage: string;
+  let pair: ServingPair;
+  let tls: ReturnType<typeof certDir>;
+  const webhooks: Record<'native' | 'classic', { port: number; container: RunningContainer }> = {} as never;
+
+  before(async () => {
+    agentImage = builtImages().manifest.images.agent.ref;
+    [moto, appImage, pair] = await Promise.all([startMoto(), sampleAppImage(), makeServingPair()]);
+    secrets = motoSecrets(moto.endpoint);
+    tls = certDir();
+    tls.write(pair);
+    const cluster = { AGENT_AWS_REGION: MOTO_ENV.AWS_REGION };
+    webhooks.native = await startWebhook({ ...cluster, NATIVE_SIDECARS: 'true' }, pair, tls.dir);
+    webhooks.classic = await startWebhook({ ...cluster, NATIVE_SIDECARS: 'false' }, pair, tls.dir);
+  });
+  after(async () => {
+    for (const w of Object.values(webhooks)) {
+      await w.container.kill('SIGTERM');
+      assert.equal(await w.container.exited, 0);
+    }
+    tls?.[Symbol.dispose]();
+    secrets?.destroy();
+    await moto?.stop();
+  });
+
+  /** Sends the pod through the webhook image's /mutate and applies its patch, as the API server does. */
+  async function admit(
+    pod: PodDoc,
+    cluster: 'native' | 'classic',
+  ): Promise<{ pod: PodDoc; warnings: string[] }> {
+    const reply = await call(webhooks[cluster].port, pair.ca, '/mutate', {
+      body: JSON.stringify(review(pod)),
+    });
+    const answer = JSON.parse(reply.body) as {
+      response: { allowed: boolean; patch?: string; warnings?: string[]; status?: { message: string } };
+    };
+    assert.equal(answer.response.allowed, true, answer.response.status?.message);
+    const patched = mutate(pod, decodePatch(answer.response));
+    validatePod(patched);
+    return { pod: patched, warnings: answer.response.warnings ?? [] };
+  }
+
+  function appPod(
+    annotations: Record<string, string>,
+    app: Record<string, string>,
+    spec: Partial<PodDoc['spec']> = {},
+  ) {
+    return basicPod(annotations, {
+      containers: [
+        { name: APP, image: appImage, env: Object.entries(app).map(([name, value]) => ({ name, value })) },
+      ],
+      ...spec,
+    });
+  }
+
+  async function run(t: TestContext, pod: PodDoc): Promise<PodRun> {
+    const running = await runPod(pod, {
+      agentImage,
+      agentEnv: {
+        AWS_ACCESS_KEY_ID: 'testing',
+        AWS_SECRET_ACCESS_KEY: 'testing',
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+      },
+    });
+    t.after(() => running.remove());
+    for (const translation of running.translations) t.diagnostic(`translated: ${translation}`);
+    return running;
+  }
+
+  const started = (pod: PodRun) =>
+    pod.events(APP).find((e) => e.event === 'started') as
+      { uid: number; files: Record<string, string> } | undefined;
+
+  /** Nothing in the volume the app may change: every write the app tried was refused. */
+  function assertAppCannotWrite(pod: PodRun) {
+    const attempts = pod.events(APP).find((e) => e.event === 'write-attempts');
+    assert.ok(attempts, 'the app reported its write attempts');
+    for (const [what, outcome] of Object.entries(attempts)) {
+      if (what === 'event' || what === 'at') continue;
+      assert.ok(['EROFS', 'EACCES', 'EPERM'].includes(outcome as string), `app: ${what}: ${String(outcome)}`);
+    }
+  }
+
+  /** The agent container as the webhook rendered it, as podman ran it: read-only, no capabilities. */
+  function assertAgentHardened(pod: PodRun, container: string, uid: number) {
+    const agent = pod.inspect(container);
+    assert.equal(agent.HostConfig.ReadonlyRootfs, true, `${container}: read-only root`);
+    assert.deepEqual(agent.EffectiveCaps ?? [], [], `${container}: no capabilities`);
+    assert.ok(agent.HostConfig.SecurityOpt?.includes('no-new-privileges'), `${container}: no new privileges`);
+    assert.equal(agent.Config.User, String(uid));
+  }
+
+  it('init: the agent runs first, as the pod’s runAsUser; the app starts with every file and can change none', async (t) => {
+    const db = { username: 'app', password: canary('init-db') };
+    const token = canary('init-token');
+    await secrets.put('init/db', JSON.stringify(db));
+    await secrets.put('init/token', token);
+    const { pod } = await admit(
+      appPod(
+        {
+          'secret-agent.io/mode': 'init',
+          'secret-agent.io/secret-db-password': 'aws:init/db#password',
+          'secret-agent.io/secret-api-token': 'aws:init/token',
+        },
+        { APP_FILES: 'db-password,api-token' },
+        { securityContext: { runAsUser: 1000, runAsNonRoot: true } },
+      ),
+      'native',
+    );
+    const running = await run(t, pod);
+    assert.deepEqual(running.translations, [
+      TRANSLATIONS.memoryVolume,
+      TRANSLATIONS.hostNetwork,
+      TRANSLATIONS.downwardApi,
+      TRANSLATIONS.agentEnv,
+      TRANSLATIONS.initContainers,
+    ]);
+    assert.equal(running.failedInit, undefined);
+    assert.equal(await running.waitFor(AGENT_INIT_CONTAINER), 0, running.logs(AGENT_INIT_CONTAINER).stderr);
+    const app = await eventually(() => started(running), 'the app’s start report');
+    assert.equal(app.uid, 1000);
+    assert.deepEqual(app.files, { 'db-password': sha256(db.password), 'api-token': sha256(token) });
+    assertAppCannotWrite(running);
+    assertAgentHardened(running, AGENT_INIT_CONTAINER, 1000);
+    const volume = [...running.volumes.values()][0]!;
+    for (const entry of readdirSync(volume)) assert.equal(lstatSync(join(volume, entry)).uid, 1000, entry);
+    assert.deepEqual(await running.stop(), { [APP]: 0 });
+  });
+
+  it('a secret the backend does not have: the init container fails with the reason, and the app never starts', async (t) => {
+    const { pod } = await admit(
+      appPod(
+        { 'secret-agent.io/mode': 'init', 'secret-agent.io/secret-db': 'aws:missing/db' },
+        { APP_FILES: 'db' },
+      ),
+      'native',
+    );
+    const running = await run(t, pod);
+    assert.equal(running.failedInit?.name, AGENT_INIT_CONTAINER);
+    assert.equal(running.failedInit?.code, 1);
+    assert.match(running.failedInit!.stderr, /SECRET_0 \(aws:missing\/db\): not-found/);
+    assert.equal(running.inspect(APP).State.Status, 'created', 'the app was never started');
+    assert.deepEqual(readdirSync([...running.volumes.values()][0]!), [], 'nothing was written');
+  });
+
+  for (const cluster of ['native', 'classic'] as const)
+    it(`${cluster === 'native' ? 'native sidecar' : 'classic init container + sidecar'}: the app starts with its files; a rotation in moto reaches the files and the app’s reload endpoint`, async (t) => {
+      const [appPort, agentPort] = [await freePort(), await freePort()];
+      const first = canary(`${cluster}-v1`);
+      await secrets.put(`${cluster}/db`, first);
+      const { pod } = await admit(
+        appPod(
+          {
+            'secret-agent.io/secret-db': `aws:${cluster}/db`,
+            'secret-agent.io/refresh-interval': '1s',
+            'secret-agent.io/agent-http-addr': `0.0.0.0:${agentPort}`,
+            'secret-agent.io/rotation-http-url': `POST http://127.0.0.1:${appPort}/-/reload`,
+          },
+          { APP_FILES: 'db', APP_PORT: String(appPort) },
+        ),
+        cluster,
+      );
+      const containers = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.name);
+      assert.deepEqual(
+        containers,
+        cluster === 'native' ? [AGENT_CONTAINER, APP] : [AGENT_INIT_CONTAINER, APP, AGENT_CONTAINER],
+      );
+      const running = await run(t, pod);
+      assert.ok(running.translations.includes(TRANSLATIONS.initContainers));
+      assert.equal(running.translations.includes(TRANSLATIONS.probes), true);
+      const app = await eventually(() => started(running), 'the app’s start report', 30_000);
+      assert.deepEqual(app.files, { db: sha256(first) });
+      assertAppCannotWrite(running);
+      assertAgentHardened(running, AGENT_CONTAINER, 65532);
+      await eventually(
+        () => (running.events(APP).some((e) => e.event === 'listening') ? true : undefined),
+        'the app listening',
+      );
+
+      const second = canary(`${cluster}-v2`);
+      await secrets.put(`${cluster}/db`, second);
+      const reloaded = await eventually(
+        () =>
+          running
+            .events(APP)
+            .find((e) => e.event === 'reloaded' && (e.files as Record<string, string>).db === sha256(second)),
+        'the app told of the rotation, reading the new value',
+        30_000,
+      );
+      assert.ok(reloaded);
+      const volume = [...running.volumes.values()][0]!;
+      assert.equal(readFileSync(join(volume, 'db'), 'utf8'), second);
+
+      const exitCodes = await running.stop();
+      assert.equal(exitCodes[APP], 0);
+      assert.equal(exitCodes[AGENT_CONTAINER], 0, running.logs(AGENT_CONTAINER).stderr);
+      assert.equal(readFileSync(join(volume, 'db'), 'utf8'), second, 'the files stay after the agent stops');
+    });
+
+  // name, cluster, annotations, containers rendered, warning, how long the app runs (ms). The agent
+  // samples /proc each second: a Job that needs a sidecar at all runs longer than that.
+  const jobs: [string, 'native' | 'classic', Record<string, string>, string[], RegExp | undefined, number][] =
+    [
+      [
+        'with native sidecars: the kubelet stops the sidecar once the app has ended',
+        'native',
+        {},
+        [AGENT_CONTAINER, APP],
+        undefined,
+        300,
+      ],
+      [
+        'without native sidecars: secrets are written once by an init container, and a warning says so',
+        'classic',
+        {},
+        [AGENT_INIT_CONTAINER, APP],
+        /^secret-agent: this pod runs to completion \(restartPolicy Never\) on a cluster without native sidecars/,
+        300,
+      ],
+      [
+        'without native sidecars, with exit-with-process: the sidecar sees the app end and exits by itself',
+        'classic',
+        { 'secret-agent.io/exit-with-process': 'sample-app' },
+        [AGENT_INIT_CONTAINER, APP, AGENT_CONTAINER],
+        undefined,
+        3000,
+      ],
+    ];
+  for (const [name, cluster, annotations, containers, warning, runsFor] of jobs)
+    it(`a Job ${name}; the app reads its files and the pod completes`, async (t) => {
+      const value = canary(`job-${containers.length}-${cluster}`);
+      await secrets.put(`jobs/${cluster}-${containers.length}`, value);
+      const job = appPod(
+        {
+          'secret-agent.io/secret-db': `aws:jobs/${cluster}-${containers.length}`,
+          'secret-agent.io/agent-http-addr': `0.0.0.0:${await freePort()}`,
+          ...annotations,
+        },
+        { APP_FILES: 'db', APP_EXIT_AFTER_MS: String(runsFor) },
+        { restartPolicy: 'Never' },
+      );
+      const { pod, warnings } = await admit(job, cluster);
+      assert.deepEqual(
+        [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.name),
+        containers,
+      );
+      if (warning) assert.match(warnings.join('\n'), warning);
+      else assert.deepEqual(warnings, []);
+      const running = await run(t, pod);
+      // complete() waits for every container: a classic sidecar that never exits fails it.
+      const { phase, exitCodes } = await running.complete(60_000);
+      assert.equal(phase, 'Succeeded');
+      for (const [container, code] of Object.entries(exitCodes))
+        assert.equal(code, 0, `${container}: ${running.logs(container).stderr}`);
+      assert.deepEqual(started(running)?.files, { db: sha256(value) });
+      if (containers.includes(AGENT_CONTAINER) && cluster === 'classic')
+        assert.ok(
+          running.events(AGENT_CONTAINER).some((e) => e.msg === 'stopping' && e.why === 'sample-app exited'),
+          'the sidecar stopped because the app ended',
+        );
+    });
+});

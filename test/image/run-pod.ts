@@ -1,0 +1,263 @@
+/**
+ * Runs a pod the webhook patched in podman, ordered as a kubelet orders it: init containers one
+ * after the other (each must exit 0), a native sidecar (an init container with restartPolicy Always)
+ * started and waited on through its startupProbe, then the pod's containers together; when the
+ * containers of a run-to-completion pod have ended, its native sidecars get SIGTERM.
+ *
+ * `podman kube play --start=false` creates the containers from the pod's own spec (image, command,
+ * env, mounts, securityContext, resources); the harness starts them. Where podman 4.3 cannot express
+ * a field, the pod is translated and `translations` says how, so each test can name them.
+ */
+import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { stringify } from 'yaml';
+import { assertNoCanary } from '../support/canary.ts';
+import type { PodDoc } from '../webhook/fixtures.ts';
+import { builtImages } from './podman.ts';
+
+type Container = Record<string, unknown> & { name: string; image: string };
+
+interface HttpProbe {
+  readonly httpGet: { readonly path: string; readonly port: number };
+  readonly periodSeconds?: number;
+  readonly failureThreshold?: number;
+  readonly timeoutSeconds?: number;
+}
+
+export const TRANSLATIONS = {
+  memoryVolume:
+    'emptyDir medium Memory → hostPath on a fresh tmpfs directory (mode 0777, like the kubelet’s): kube play would give a disk-backed volume, which the agent rightly refuses',
+  hostNetwork:
+    'hostNetwork: true: a podman pod reaches this machine’s loopback (moto) only through host networking',
+  downwardApi:
+    'downward-API env (metadata.name, metadata.namespace, metadata.uid) → the values the API server would fill in: kube play does not resolve metadata.namespace',
+  probes:
+    'probes → run by the harness from the host, as the kubelet runs them from the node: podman turns httpGet into curl inside the container, which a distroless image cannot run',
+  initContainers:
+    'initContainers → containers the harness starts in the kubelet’s order, pod restartPolicy Never: kube play refuses probes on init containers (so no native sidecar) and waits ~20 s after each (containers/podman#16343)',
+  agentEnv:
+    'agent containers get the AWS credentials and endpoint of moto: what IRSA or EKS Pod Identity supplies in a cluster',
+} as const;
+
+export interface PodRunOptions {
+  /** Env added to containers running `agentImage` (credentials a cluster's identity webhook would add). */
+  readonly agentEnv?: Readonly<Record<string, string>>;
+  readonly agentImage: string;
+}
+
+export interface PodRun {
+  readonly name: string;
+  /** Every translation applied to this pod (values of TRANSLATIONS). */
+  readonly translations: readonly string[];
+  /** Volume name → the host directory standing in for it. */
+  readonly volumes: ReadonlyMap<string, string>;
+  /** The init container that failed, if the pod never got past its init containers. */
+  readonly failedInit?: { readonly name: string; readonly code: number; readonly stderr: string };
+  /** A container's output so far (canary-checked). */
+  logs(container: string): { stdout: string; stderr: string };
+  /** JSON lines a container printed. */
+  events(container: string): Record<string, unknown>[];
+  inspect(container: string): ContainerInspect;
+  /** Exit code once the container has ended (fails after `timeoutMs`). */
+  waitFor(container: string, timeoutMs?: number): Promise<number>;
+  /**
+   * A run-to-completion pod: waits for every container to end (a classic sidecar must end by
+   * itself), then stops native sidecars as the kubelet does. Succeeded when the containers exit 0.
+   */
+  complete(timeoutMs?: number): Promise<{ phase: 'Succeeded' | 'Failed'; exitCodes: Record<string, number> }>;
+  /** Pod deletion: SIGTERM to the containers, then to native sidecars (last started, first stopped). */
+  stop(): Promise<Record<string, number>>;
+  remove(): Promise<void>;
+}
+
+export interface ContainerInspect {
+  readonly State: { readonly Status: string; readonly ExitCode: number };
+  readonly Config: { readonly User: string };
+  readonly HostConfig: {
+    readonly ReadonlyRootfs: boolean;
+    readonly SecurityOpt: readonly string[] | null;
+    readonly CapAdd: readonly string[] | null;
+  };
+  readonly EffectiveCaps: readonly string[] | null;
+}
+
+function translate(pod: PodDoc, name: string, options: PodRunOptions) {
+  const play = structuredClone(pod) as PodDoc & { spec: Record<string, unknown> };
+  const translations = new Set<string>();
+  const volumes = new Map<string, string>();
+  const meta = { name, namespace: pod.metadata.namespace ?? 'default', uid: randomUUID() };
+  play.metadata = { ...play.metadata, name, namespace: meta.namespace };
+
+  const specVolumes = (play.spec.volumes ?? []) as { name: string; emptyDir?: { medium?: string } }[];
+  play.spec.volumes = specVolumes.map((v) => {
+    if (v.emptyDir?.medium !== 'Memory') return v;
+    const dir = mkdtempSync('/dev/shm/secret-agent-pod-');
+    chmodSync(dir, 0o777);
+    volumes.set(v.name, dir);
+    translations.add(TRANSLATIONS.memoryVolume);
+    return { name: v.name, hostPath: { path: dir, type: 'Directory' } };
+  });
+  if (play.spec.hostNetwork !== true) translations.add(TRANSLATIONS.hostNetwork);
+  play.spec.hostNetwork = true;
+
+  type Env = { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } };
+  const probes = new Map<string, HttpProbe>();
+  const fieldValues: Record<string, string> = {
+    'metadata.name': meta.name,
+    'metadata.namespace': meta.namespace,
+    'metadata.uid': meta.uid,
+  };
+  /** The container as podman can run it: downward-API env resolved, probes left to the harness. */
+  const translateContainer = (c: Container): Container => {
+    const { startupProbe, readinessProbe, livenessProbe, restartPolicy: _native, ...kept } = c;
+    if (startupProbe) probes.set(c.name, startupProbe as HttpProbe);
+    if (startupProbe || readinessProbe || livenessProbe) translations.add(TRANSLATIONS.probes);
+    const env = ((c.env ?? []) as Env[]).map((e) => {
+      const field = e.valueFrom?.fieldRef?.fieldPath;
+      if (field === undefined) return e;
+      translations.add(TRANSLATIONS.downwardApi);
+      const value = fieldValues[field];
+      if (value === undefined) throw new Error(`${c.name}: no translation for fieldRef ${field}`);
+      return { name: e.name, value };
+    });
+    if (c.image === options.agentImage && options.agentEnv) {
+      env.push(...Object.entries(options.agentEnv).map(([name, value]) => ({ name, value })));
+      translations.add(TRANSLATIONS.agentEnv);
+    }
+    return { ...kept, env };
+  };
+  const init = (play.spec.initContainers ?? []) as Container[];
+  const regular = play.spec.containers as Container[];
+  const order = init.map((c) => ({ name: c.name, native: c.restartPolicy === 'Always' }));
+  const { initContainers: _init, ...spec } = play.spec;
+  const translated = {
+    ...play,
+    spec: {
+      ...spec,
+      containers: [...init, ...regular].map(translateContainer),
+      ...(init.length > 0 ? { restartPolicy: 'Never' } : {}),
+    },
+  };
+  if (init.length > 0) translations.add(TRANSLATIONS.initContainers);
+  return {
+    play: translated,
+    translations: [...translations],
+    volumes,
+    probes,
+    order,
+    regular: regular.map((c) => c.name),
+  };
+}
+
+async function probePasses(probe: HttpProbe): Promise<boolean> {
+  const period = (probe.periodSeconds ?? 10) * 1000;
+  for (let i = 0; i < (probe.failureThreshold ?? 3); i++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${probe.httpGet.port}${probe.httpGet.path}`, {
+        signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000),
+      });
+      await res.arrayBuffer();
+      if (res.status >= 200 && res.status < 400) return true;
+    } catch {
+      // Not listening yet: a failure, like the kubelet counts it.
+    }
+    await sleep(period);
+  }
+  return false;
+}
+
+/** Creates the pod with `podman kube play --start=false`, then starts it in the kubelet's order. */
+export async function runPod(pod: PodDoc, options: PodRunOptions): Promise<PodRun> {
+  const { podman } = builtImages();
+  const name = `${pod.metadata.name ?? 'pod'}-${randomUUID().slice(0, 8)}`;
+  const t = translate(pod, name, options);
+  const manifestDir = mkdtempSync(join(tmpdir(), 'secret-agent-pod-'));
+  const manifest = join(manifestDir, 'pod.yaml');
+  writeFileSync(manifest, stringify(t.play));
+  const remove = async () => {
+    await podman.runAsync(['pod', 'rm', '--force', name], { check: false });
+    for (const dir of t.volumes.values()) rmSync(dir, { recursive: true, force: true });
+    rmSync(manifestDir, { recursive: true, force: true });
+  };
+
+  const ctr = (container: string) => `${name}-${container}`;
+  const started: string[] = [];
+  const start = async (...containers: string[]) => {
+    await podman.runAsync(['start', ...containers.map(ctr)]);
+    started.push(...containers);
+  };
+  const waitFor = async (container: string, timeoutMs = 60_000) => {
+    const r = await podman.runAsync(['wait', ctr(container)], { timeoutMs, check: false });
+    if (r.status !== 0) throw new Error(`${container} did not end within ${timeoutMs} ms: ${r.stderr}`);
+    return Number(r.stdout.trim());
+  };
+  const logs = (container: string) => {
+    const r = podman.run(['logs', ctr(container)], { check: false });
+    assertNoCanary(r.stdout, `${container} stdout`);
+    assertNoCanary(r.stderr, `${container} stderr`);
+    return { stdout: r.stdout, stderr: r.stderr };
+  };
+  const stopContainer = async (container: string) => {
+    await podman.runAsync(['kill', '--signal', 'SIGTERM', ctr(container)], { check: false });
+    return waitFor(container, 30_000);
+  };
+  const natives = t.order.filter((o) => o.native).map((o) => o.name);
+
+  let failedInit: PodRun['failedInit'];
+  try {
+    await podman.runAsync(['kube', 'play', '--start=false', manifest]);
+    for (const step of t.order) {
+      await start(step.name);
+      if (step.native) {
+        const probe = t.probes.get(step.name);
+        if (probe && !(await probePasses(probe)))
+          throw new Error(`${step.name}: the startupProbe never passed: ${logs(step.name).stderr}`);
+      } else {
+        const code = await waitFor(step.name);
+        if (code !== 0) {
+          failedInit = { name: step.name, code, stderr: logs(step.name).stderr };
+          break;
+        }
+      }
+    }
+    if (!failedInit) await start(...t.regular);
+  } catch (e) {
+    await remove();
+    throw e;
+  }
+
+  return {
+    name,
+    translations: t.translations,
+    volumes: t.volumes,
+    ...(failedInit ? { failedInit } : {}),
+    logs,
+    events: (container) =>
+      logs(container)
+        .stdout.split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+    inspect: (container) =>
+      (JSON.parse(podman.run(['container', 'inspect', ctr(container)]).stdout) as ContainerInspect[])[0]!,
+    waitFor,
+    async complete(timeoutMs = 60_000) {
+      const exitCodes: Record<string, number> = {};
+      for (const c of t.regular) exitCodes[c] = await waitFor(c, timeoutMs);
+      for (const c of [...natives].reverse()) exitCodes[c] = await stopContainer(c);
+      const phase = t.regular.every((c) => exitCodes[c] === 0) ? 'Succeeded' : 'Failed';
+      return { phase, exitCodes };
+    },
+    async stop() {
+      const exitCodes: Record<string, number> = {};
+      const running = t.regular.filter((c) => started.includes(c));
+      const codes = await Promise.all(running.map(stopContainer));
+      running.forEach((c, i) => (exitCodes[c] = codes[i]!));
+      for (const c of [...natives].reverse()) if (started.includes(c)) exitCodes[c] = await stopContainer(c);
+      return exitCodes;
+    },
+    remove,
+  };
+}
