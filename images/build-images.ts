@@ -82,6 +82,24 @@ function gitRevision(): string {
   return head.stdout.trim() + (dirty.stdout.trim() === '' ? '' : '-dirty');
 }
 
+/** npm's own SBOM of this project; npm refuses one for a node_modules that does not match the lockfile. */
+function readNpmSbom(): { components: [] } {
+  const r = spawnSync('npm', ['sbom', '--sbom-format', 'cyclonedx'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.status !== 0)
+    throw new Error(
+      `npm sbom failed (${r.status}), so the images' SBOMs cannot be written. Fix: npm ci.\n${r.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('npm error'))
+        .slice(0, 8)
+        .join('\n')}`,
+    );
+  return JSON.parse(r.stdout) as { components: [] };
+}
+
 function previous(): ImagesManifest | undefined {
   try {
     return JSON.parse(readFileSync(MANIFEST, 'utf8')) as ImagesManifest;
@@ -146,13 +164,7 @@ for (const name of IMAGE_NAMES) {
         ? ['save', '--format', 'oci-archive', '-o', archive, ref]
         : ['save', '-o', archive, ref],
     );
-    npmSbom ??= JSON.parse(
-      spawnSync('npm', ['sbom', '--sbom-format', 'cyclonedx'], {
-        cwd: ROOT,
-        encoding: 'utf8',
-        maxBuffer: 64 * 1024 * 1024,
-      }).stdout,
-    ) as { components: [] };
+    npmSbom ??= readNpmSbom();
     const contents = JSON.parse(
       engine.run([
         'run',
