@@ -5,7 +5,7 @@
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
  * then the sidecar (bench/sidecar.ts). Figures are medians; ratios are what to compare across
  * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
- * and the webhook (bench/webhook.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
+ * and the webhook (bench/webhook.ts), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -16,6 +16,7 @@ import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
 import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
 import { benchAtomicity } from './atomicity.ts';
+import { benchImages, formatImageFigures } from './images.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchWebhook, formatWebhookFigures } from './webhook.ts';
 
@@ -146,6 +147,8 @@ await gcp.stop();
 await vault.stop();
 console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
+console.log('images: sizes and container cold start…');
+const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
 await moto.stop();
 console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
 const atomicity = await benchAtomicity(1_000_000, 10_000);
@@ -209,9 +212,10 @@ console.log(`| torn / mixed sets | ${atomicity.torn} / ${atomicity.mixed} | 0 / 
 console.log(`| sets retried (payload removed under the reader: ENOENT) | ${atomicity.retriedSets} | |`);
 
 console.log(`\n${formatWebhookFigures(webhook)}`);
+console.log(`\n${formatImageFigures(images)}`);
 
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, atomicity, webhook, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, atomicity, webhook, images, targets }, null, 2)}\n`,
 );
