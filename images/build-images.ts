@@ -23,7 +23,7 @@ import {
   type ImagesManifest,
 } from './manifest.ts';
 import { buildBase, runtimeBase, type OfflineBase } from './offline-bases.ts';
-import { bundledPackages, imageSbom, LIST_IMAGE_CONTENTS, type ImageContents } from './sbom.ts';
+import { bundledPackages, imageSbom, LIST_IMAGE_CONTENTS, type ImageContents, type NpmSbom } from './sbom.ts';
 
 const say = (line: string) => process.stderr.write(`images: ${line}\n`);
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
@@ -83,7 +83,7 @@ function gitRevision(): string {
 }
 
 /** npm's own SBOM of this project; npm refuses one for a node_modules that does not match the lockfile. */
-function readNpmSbom(): { components: [] } {
+function readNpmSbom(): NpmSbom {
   const r = spawnSync('npm', ['sbom', '--sbom-format', 'cyclonedx'], {
     cwd: ROOT,
     encoding: 'utf8',
@@ -97,7 +97,7 @@ function readNpmSbom(): { components: [] } {
         .slice(0, 8)
         .join('\n')}`,
     );
-  return JSON.parse(r.stdout) as { components: [] };
+  return JSON.parse(r.stdout) as NpmSbom;
 }
 
 function previous(): ImagesManifest | undefined {
@@ -114,7 +114,7 @@ const builder = resolveBase(engine, 'BUILD_IMAGE', buildBase);
 const runtime = resolveBase(engine, 'RUNTIME_IMAGE', runtimeBase);
 mkdirSync(IMAGES_DIR, { recursive: true });
 const last = previous();
-let npmSbom: { components: [] } | undefined;
+let npmSbom: NpmSbom | undefined;
 
 const images = {} as Record<ImageName, ImageRecord>;
 for (const name of IMAGE_NAMES) {

@@ -112,6 +112,14 @@ export interface ImageContents {
   readonly os: { readonly id?: string; readonly versionId?: string };
 }
 
+/**
+ * `npm sbom --sbom-format cyclonedx` of this project, dev dependencies included: its --omit dev
+ * also drops production packages that a devDependency reaches too (@grpc/proto-loader here).
+ */
+export interface NpmSbom {
+  readonly components: readonly CycloneDxComponent[];
+}
+
 export interface ImageSbomInput {
   /** e.g. secret-agent/agent */
   readonly image: string;
@@ -120,11 +128,7 @@ export interface ImageSbomInput {
   readonly license: string;
   /** From bundledPackages. */
   readonly bundled: ReadonlyMap<string, string>;
-  /**
-   * `npm sbom --sbom-format cyclonedx` of this project, dev dependencies included: its --omit dev
-   * also drops production packages that a devDependency reaches too (@grpc/proto-loader here).
-   */
-  readonly npmSbom: { readonly components: readonly CycloneDxComponent[] };
+  readonly npmSbom: NpmSbom;
   readonly contents: ImageContents;
 }
 

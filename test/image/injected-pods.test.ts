@@ -19,8 +19,9 @@ import { eventually } from '../support/run-agent.ts';
 import { basicPod, decodePatch, mutate, review, validatePod, type PodDoc } from '../webhook/fixtures.ts';
 import { call } from '../webhook/https-call.ts';
 import { certDir, makeServingPair, type ServingPair } from '../webhook/tls-certs.ts';
-import { builtImages, startContainer, type RunningContainer } from './podman.ts';
+import { builtImages, type RunningContainer } from './podman.ts';
 import { runPod, TRANSLATIONS, type PodRun } from './run-pod.ts';
+import { startWebhookImage } from './webhook-image.ts';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const APP = 'app';
@@ -43,30 +44,6 @@ async function sampleAppImage(): Promise<string> {
   }
 }
 
-/** The webhook image serving on the host's loopback, with the cluster settings a test needs. */
-async function startWebhook(env: Record<string, string>, pair: ServingPair, tlsDir: string) {
-  const { manifest } = builtImages();
-  const port = await freePort();
-  const container = startContainer({
-    image: manifest.images.webhook.ref,
-    network: 'host',
-    env: {
-      AGENT_IMAGE: manifest.images.agent.ref,
-      WEBHOOK_PORT: String(port),
-      WEBHOOK_HOST: '127.0.0.1',
-      ...env,
-    },
-    mounts: [{ host: tlsDir, container: '/etc/webhook/tls', readOnly: true }],
-  });
-  await eventually(
-    async () =>
-      (await call(port, pair.ca, '/healthz').catch(() => undefined))?.status === 200 ? true : undefined,
-    `the webhook's /healthz (${container.output().stderr})`,
-    30_000,
-  );
-  return { port, container };
-}
-
 describe('injected pods, run in podman with both images: the webhook image patches, the agent image delivers', () => {
   let moto: Moto;
   let secrets: MotoSecrets;
@@ -83,8 +60,8 @@ describe('injected pods, run in podman with both images: the webhook image patch
     tls = certDir();
     tls.write(pair);
     const cluster = { AGENT_AWS_REGION: MOTO_ENV.AWS_REGION };
-    webhooks.native = await startWebhook({ ...cluster, NATIVE_SIDECARS: 'true' }, pair, tls.dir);
-    webhooks.classic = await startWebhook({ ...cluster, NATIVE_SIDECARS: 'false' }, pair, tls.dir);
+    webhooks.native = await startWebhookImage({ ...cluster, NATIVE_SIDECARS: 'true' }, pair, tls.dir);
+    webhooks.classic = await startWebhookImage({ ...cluster, NATIVE_SIDECARS: 'false' }, pair, tls.dir);
   });
   after(async () => {
     for (const w of Object.values(webhooks)) {

@@ -3,12 +3,12 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { assertNoCanary, canary } from '../support/canary.ts';
-import { freePort } from '../support/moto.ts';
-import { eventually, ROOT } from '../support/run-agent.ts';
+import { ROOT } from '../support/run-agent.ts';
 import { basicPod, decodePatch, mutate, review, validatePod } from '../webhook/fixtures.ts';
 import { call } from '../webhook/https-call.ts';
 import { certDir, makeServingPair } from '../webhook/tls-certs.ts';
-import { builtImages, runContainer, startContainer } from './podman.ts';
+import { builtImages, runContainer } from './podman.ts';
+import { startWebhookImage } from './webhook-image.ts';
 
 interface Answer {
   readonly response: {
@@ -24,22 +24,8 @@ describe('the webhook image, run by podman (read-only root, no capabilities, no 
     const pair = await makeServingPair();
     using tls = certDir();
     tls.write(pair);
-    const port = await freePort();
-    // Nothing writable at all: the webhook needs no volume.
-    const webhook = startContainer({
-      image: manifest.images.webhook.ref,
-      network: 'host',
-      env: { AGENT_IMAGE: manifest.images.agent.ref, WEBHOOK_PORT: String(port), WEBHOOK_HOST: '127.0.0.1' },
-      mounts: [{ host: tls.dir, container: '/etc/webhook/tls', readOnly: true }],
-    });
+    const { port, container: webhook } = await startWebhookImage({}, pair, tls.dir);
     try {
-      await eventually(
-        async () =>
-          (await call(port, pair.ca, '/healthz').catch(() => undefined))?.status === 200 ? true : undefined,
-        `the webhook's /healthz (${webhook.output().stderr})`,
-        30_000,
-      );
-
       const pod = basicPod(
         { 'secret-agent.io/secret-db': 'aws:prod/db', 'secret-agent.io/aws-region': 'eu-west-1' },
         {
