@@ -9,6 +9,11 @@ import { formatFailureSummary, runInit } from './modes/init.ts';
  * delivered (nothing written); 2 the configuration is invalid (nothing fetched); 70 internal error.
  */
 async function main(): Promise<number> {
+  // The webhook's Deployment runs the agent image this way to prove it pulls and runs.
+  if (process.argv.includes('--version')) {
+    process.stdout.write(`secret-agent ${packageJson.version}\n`);
+    return 0;
+  }
   let config: AgentConfig;
   try {
     const file = process.env.AGENT_CONFIG_FILE;

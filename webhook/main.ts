@@ -1,3 +1,4 @@
+import packageJson from '../package.json' with { type: 'json' };
 import { ConfigErrors } from '../agent/contract/errors.ts';
 import { createLogger } from '../agent/log.ts';
 import { parseWebhookConfig } from './config.ts';
@@ -6,6 +7,10 @@ import { startWebhook } from './start.ts';
 
 /** Exit codes: 2 invalid configuration; 70 an unexpected fault at start-up. */
 async function main(): Promise<void> {
+  if (process.argv.includes('--version')) {
+    process.stdout.write(`secret-agent-webhook ${packageJson.version}\n`);
+    process.exit(0);
+  }
   let config;
   try {
     config = parseWebhookConfig(process.env);

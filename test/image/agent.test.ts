@@ -63,6 +63,13 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
         assert.equal(lstatSync(join(volume.path, entry)).uid, uid, `${entry} belongs to the agent's user`);
     });
 
+  it('--version, which the webhook Deployment’s agent-image init container runs: the version, no env or volume needed', async () => {
+    const run = await runContainer({ image, entrypoint: ['/nodejs/bin/node', '/app/agent.js', '--version'] });
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, `secret-agent ${builtImages().manifest.version}\n`);
+    assert.equal(run.stderr, '');
+  });
+
   describe('V8 compile cache (NODE_COMPILE_CACHE=/app/compile-cache, keyed by uid)', () => {
     // NODE_DEBUG_NATIVE=COMPILE_CACHE makes Node say, per module, whether the cache was used.
     const accepted = /V8 code cache for ESM file:\/\/\/app\/agent-chunks\/\S+ was accepted/;

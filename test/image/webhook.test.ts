@@ -70,6 +70,16 @@ describe('the webhook image, run by podman (read-only root, no capabilities, no 
     }
   });
 
+  it('--version prints the version, with no env', async () => {
+    const { manifest } = builtImages();
+    const run = await runContainer({
+      image: manifest.images.webhook.ref,
+      entrypoint: ['/nodejs/bin/node', '/app/webhook.js', '--version'],
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, `secret-agent-webhook ${manifest.version}\n`);
+  });
+
   describe('bad input: the same errors and exit codes as the bundle', () => {
     const cases: [string, Record<string, string>][] = [
       ['no env at all', {}],
