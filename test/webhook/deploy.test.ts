@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
@@ -58,7 +59,8 @@ function checkCertManager(object: KubeObject): void {
 }
 
 async function validate(object: KubeObject, where: string): Promise<void> {
-  if (object.apiVersion === 'kustomize.config.k8s.io/v1beta1') return;
+  // kustomize's own files: kustomizations, and transformer configs (deploy/transformers).
+  if (object.apiVersion === 'kustomize.config.k8s.io/v1beta1' || object.apiVersion === 'builtin') return;
   if (object.apiVersion.startsWith('cert-manager.io/')) return checkCertManager(object);
   const Model = await modelFor(object.apiVersion, object.kind);
   assert.ok(Model, `${where}: no schema for ${object.apiVersion} ${object.kind}`);
@@ -73,14 +75,17 @@ async function validate(object: KubeObject, where: string): Promise<void> {
   }
 }
 
-const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' });
-const haveKubectl = kubectl.status === 0;
+const KUBECTL_HINT =
+  'kubectl with kustomize v5 (kubectl ≥ 1.27) renders deploy/; it ships with this project’s machine image (google-cloud-cli’s kubectl). Elsewhere install kubectl from the Kubernetes release you run.';
 
-function render(dir: string): KubeObject[] {
-  const out = spawnSync('kubectl', ['kustomize', join(DEPLOY, dir)], { encoding: 'utf8' });
-  assert.equal(out.status, 0, `kubectl kustomize ${dir}: ${out.stderr}`);
-  return parseYaml(out.stdout, dir);
+function kubectlKustomize(path: string): KubeObject[] {
+  const out = spawnSync('kubectl', ['kustomize', path], { encoding: 'utf8' });
+  if (out.error) throw new Error(`kubectl is not installed. ${KUBECTL_HINT}`);
+  assert.equal(out.status, 0, `kubectl kustomize ${path}: ${out.stderr}`);
+  return parseYaml(out.stdout, path);
 }
+
+const render = (dir: string) => kubectlKustomize(join(DEPLOY, dir));
 
 describe('deploy/', () => {
   it('every YAML file parses and every object validates against the Kubernetes schema', async () => {
@@ -128,10 +133,8 @@ describe('deploy/', () => {
       assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `${name} is not a webhook setting`);
   });
 
-  describe(
-    'kubectl kustomize renders each entry point',
-    { skip: haveKubectl ? false : 'kubectl is not installed' },
-    () => {
+  describe('kubectl kustomize renders each entry point', () => {
+    {
       for (const dir of ['base', 'overlays/cert-manager', 'overlays/self-managed', 'agent-rbac', '.']) {
         it(dir, async () => {
           const objects = render(dir);
@@ -209,6 +212,147 @@ describe('deploy/', () => {
           }
         });
       }
-    },
-  );
+    }
+  });
+
+  describe('an overlay with its own namespace and images (set once; deploy/transformers makes every reference follow)', () => {
+    const NAMESPACE = 'platform-secrets';
+    const WEBHOOK_IMAGE = 'registry.internal.example/secret-agent/webhook';
+    const AGENT_IMAGE_NAME = 'registry.internal.example/secret-agent/agent';
+    const digest = (c: string) => `sha256:${c.repeat(64)}`;
+
+    /** Every string in the rendered objects, with where it is. */
+    function strings(value: unknown, path: string, out: [string, string][] = []): [string, string][] {
+      if (typeof value === 'string') out.push([path, value]);
+      else if (Array.isArray(value)) value.forEach((v, i) => strings(v, `${path}[${i}]`, out));
+      else if (value && typeof value === 'object')
+        for (const [k, v] of Object.entries(value)) strings(v, `${path}.${k}`, out);
+      return out;
+    }
+
+    async function checkFollows(
+      objects: KubeObject[],
+      where: string,
+      images: { webhook: string; agent: string },
+    ) {
+      for (const object of objects) await validate(object, where);
+      const find = (kind: string) => objects.filter((o) => o.kind === kind);
+      const cluster = new Set([
+        'Namespace',
+        'ClusterRole',
+        'ClusterRoleBinding',
+        'MutatingWebhookConfiguration',
+      ]);
+      for (const o of objects)
+        if (!cluster.has(o.kind))
+          assert.equal(o.metadata.namespace, NAMESPACE, `${where}: ${o.kind} ${o.metadata.name}`);
+      const namespaces = find('Namespace').map((n) => n.metadata.name);
+      if (namespaces.length > 0) assert.deepEqual(namespaces, [NAMESPACE], `${where}: the Namespace object`);
+      // No reference to the default namespace is left, as <namespace>/<name> or in a DNS name.
+      for (const o of objects)
+        for (const [path, text] of strings(o, `${o.kind}/${o.metadata.name}`))
+          assert.ok(!/^secret-agent\/|\.secret-agent\.svc\b/.test(text), `${where}: ${path} = ${text}`);
+
+      const [hookConfig] = find('MutatingWebhookConfiguration');
+      const hook = (hookConfig!.webhooks as Record<string, unknown>[])[0] as {
+        clientConfig: { service: { namespace: string } };
+        namespaceSelector: { matchExpressions: { values: string[] }[] };
+      };
+      assert.equal(hook.clientConfig.service.namespace, NAMESPACE);
+      assert.deepEqual(hook.namespaceSelector.matchExpressions[0]!.values, ['kube-system', NAMESPACE]);
+      const injectFrom = hookConfig!.metadata.annotations?.['cert-manager.io/inject-ca-from'];
+      const [certificate] = find('Certificate');
+      if (certificate) {
+        assert.equal(injectFrom, `${NAMESPACE}/${certificate.metadata.name}`);
+        assert.deepEqual((certificate.spec as { dnsNames: string[] }).dnsNames, [
+          `secret-agent-webhook.${NAMESPACE}.svc`,
+          `secret-agent-webhook.${NAMESPACE}.svc.cluster.local`,
+        ]);
+      } else assert.equal(injectFrom, undefined);
+      for (const binding of [...find('RoleBinding'), ...find('ClusterRoleBinding')].filter((b) =>
+        b.metadata.name.startsWith('secret-agent-webhook'),
+      ))
+        for (const subject of binding.subjects as { namespace: string }[])
+          assert.equal(subject.namespace, NAMESPACE);
+
+      const pod = (find('Deployment')[0]!.spec as { template: { spec: Record<string, unknown> } }).template
+        .spec as {
+        initContainers: { name: string; image: string; args: string[] }[];
+        containers: { name: string; image: string; env: { name: string; value?: string }[] }[];
+      };
+      const webhook = pod.containers.find((c) => c.name === 'webhook')!;
+      const agentImage = pod.initContainers.find((c) => c.name === 'agent-image')!;
+      assert.equal(webhook.image, images.webhook);
+      assert.equal(agentImage.image, images.agent);
+      assert.deepEqual(agentImage.args, ['--version']);
+      assert.equal(webhook.env.find((e) => e.name === 'AGENT_IMAGE')?.value, images.agent);
+    }
+
+    for (const entry of ['.', 'overlays/cert-manager', 'overlays/self-managed'])
+      it(`on ${entry === '.' ? 'the default install' : entry}: namespace, DNS names, CA injection, self-exclusion, RBAC subjects and both images`, async () => {
+        using dir = tempOverlay({
+          resources: [join(DEPLOY, entry)],
+          namespace: NAMESPACE,
+          images: [
+            { name: 'ghcr.io/example/secret-agent-webhook', newName: WEBHOOK_IMAGE, digest: digest('a') },
+            { name: 'ghcr.io/example/secret-agent', newName: AGENT_IMAGE_NAME, digest: digest('b') },
+          ],
+          transformers: [join(DEPLOY, 'transformers')],
+        });
+        await checkFollows(kubectlKustomize(dir.path), entry, {
+          webhook: `${WEBHOOK_IMAGE}@${digest('a')}`,
+          agent: `${AGENT_IMAGE_NAME}@${digest('b')}`,
+        });
+      });
+
+    it('a tag works as well as a digest', async () => {
+      using dir = tempOverlay({
+        resources: [DEPLOY],
+        namespace: NAMESPACE,
+        images: [{ name: 'ghcr.io/example/secret-agent', newTag: '0.2.0' }],
+        transformers: [join(DEPLOY, 'transformers')],
+      });
+      await checkFollows(kubectlKustomize(dir.path), 'tag', {
+        webhook: 'ghcr.io/example/secret-agent-webhook:0.1.0',
+        agent: 'ghcr.io/example/secret-agent:0.2.0',
+      });
+    });
+
+    it('the example in docs/install/example-overlay renders and passes the same checks', async () => {
+      const example = join(ROOT, 'docs/install/example-overlay');
+      const k = parseYaml(
+        readFileSync(join(example, 'kustomization.yaml'), 'utf8'),
+        'example',
+      )[0] as unknown as {
+        namespace: string;
+        images: { newName: string; digest: string }[];
+      };
+      assert.equal(k.namespace, NAMESPACE);
+      await checkFollows(kubectlKustomize(example), 'docs/install/example-overlay', {
+        webhook: `${k.images[0]!.newName}@${k.images[0]!.digest}`,
+        agent: `${k.images[1]!.newName}@${k.images[1]!.digest}`,
+      });
+    });
+  });
 });
+
+/**
+ * A kustomization in a fresh directory, removed on dispose. `resources` and `transformers` are
+ * absolute paths here, made relative there (kustomize takes no absolute root).
+ */
+function tempOverlay(
+  kustomization: Record<string, unknown> & { resources: string[]; transformers: string[] },
+): { path: string; [Symbol.dispose](): void } {
+  const path = mkdtempSync(join(tmpdir(), 'secret-agent-overlay-'));
+  kustomization.resources = kustomization.resources.map((r) => relative(path, r));
+  kustomization.transformers = kustomization.transformers.map((r) => relative(path, r));
+  writeFileSync(
+    join(path, 'kustomization.yaml'),
+    JSON.stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      ...kustomization,
+    }),
+  );
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+}
