@@ -60,7 +60,7 @@ function checkCertManager(object: KubeObject): void {
 
 async function validate(object: KubeObject, where: string): Promise<void> {
   // kustomize's own files: kustomizations, and transformer configs (deploy/transformers).
-  if (object.apiVersion === 'kustomize.config.k8s.io/v1beta1' || object.apiVersion === 'builtin') return;
+  if (object.apiVersion.startsWith('kustomize.config.k8s.io/') || object.apiVersion === 'builtin') return;
   if (object.apiVersion.startsWith('cert-manager.io/')) return checkCertManager(object);
   const Model = await modelFor(object.apiVersion, object.kind);
   assert.ok(Model, `${where}: no schema for ${object.apiVersion} ${object.kind}`);
@@ -96,9 +96,9 @@ describe('deploy/', () => {
       files
         .filter((f) => f.endsWith('kustomization.yaml'))
         .flatMap((f) =>
-          ((parseYaml(readFileSync(f, 'utf8'), f)[0] as { patches?: { path: string }[] }).patches ?? []).map(
-            (p) => join(dirname(f), p.path),
-          ),
+          (
+            (parseYaml(readFileSync(f, 'utf8'), f)[0] as { patches?: { path?: string }[] }).patches ?? []
+          ).flatMap((p) => (p.path ? [join(dirname(f), p.path)] : [])),
         ),
     );
     for (const file of files.filter((f) => !patches.has(f))) {
@@ -111,9 +111,12 @@ describe('deploy/', () => {
     for (const file of yamlFiles(DEPLOY).filter((f) => f.endsWith('kustomization.yaml'))) {
       const k = parseYaml(readFileSync(file, 'utf8'), file)[0] as {
         resources?: string[];
-        patches?: { path: string }[];
+        patches?: { path?: string }[];
       };
-      for (const entry of [...(k.resources ?? []), ...(k.patches ?? []).map((p) => p.path)]) {
+      for (const entry of [
+        ...(k.resources ?? []),
+        ...(k.patches ?? []).flatMap((p) => (p.path ? [p.path] : [])),
+      ]) {
         const target = join(dirname(file), entry);
         assert.ok(existsSync(target), `${relative(ROOT, file)} lists ${entry}, which does not exist`);
         if (statSync(target).isDirectory())
@@ -336,16 +339,123 @@ describe('deploy/', () => {
   });
 });
 
+describe('deploy/components: optional pieces an overlay adds', () => {
+  type PodSpec = Record<string, unknown> & {
+    securityContext?: Record<string, unknown>;
+    initContainers?: Record<string, unknown>[];
+    containers: Record<string, unknown>[];
+    volumes?: Record<string, unknown>[];
+  };
+  const overlay = (entry: string, components: string[]) =>
+    tempOverlay({
+      resources: [join(DEPLOY, entry)],
+      namespace: 'platform-secrets',
+      components: components.map((c) => join(DEPLOY, 'components', c)),
+      transformers: [join(DEPLOY, 'transformers')],
+    });
+
+  it('pod-security-restricted: the namespace enforces `restricted`, and the webhook’s pods meet it', async () => {
+    for (const entry of ['.', 'overlays/self-managed']) {
+      using dir = overlay(entry, ['pod-security-restricted']);
+      const objects = kubectlKustomize(dir.path);
+      for (const object of objects) await validate(object, `${entry} + pod-security-restricted`);
+      const [namespace] = objects.filter((o) => o.kind === 'Namespace');
+      const labels = (namespace!.metadata as unknown as { labels: Record<string, string> }).labels;
+      for (const mode of ['enforce', 'audit', 'warn'])
+        assert.equal(labels[`pod-security.kubernetes.io/${mode}`], 'restricted');
+      // The rules of the restricted profile (Pod Security Standards) that a pod spec can break.
+      const pod = (objects.find((o) => o.kind === 'Deployment')!.spec as { template: { spec: PodSpec } })
+        .template.spec;
+      for (const host of ['hostNetwork', 'hostPID', 'hostIPC']) assert.notEqual(pod[host], true, host);
+      const allowedVolumes = [
+        'configMap',
+        'csi',
+        'downwardAPI',
+        'emptyDir',
+        'ephemeral',
+        'persistentVolumeClaim',
+        'projected',
+        'secret',
+      ];
+      for (const volume of pod.volumes ?? [])
+        assert.ok(
+          Object.keys(volume).every((k) => k === 'name' || allowedVolumes.includes(k)),
+          JSON.stringify(volume),
+        );
+      const podSecurity = pod.securityContext ?? {};
+      for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+        const sc = (c.securityContext ?? {}) as Record<string, unknown> & {
+          capabilities?: { drop?: string[]; add?: string[] };
+        };
+        const name = String(c.name);
+        assert.equal(sc.allowPrivilegeEscalation, false, `${name}: allowPrivilegeEscalation`);
+        assert.ok(sc.capabilities?.drop?.includes('ALL'), `${name}: drops ALL capabilities`);
+        assert.deepEqual(sc.capabilities?.add ?? [], [], `${name}: adds none`);
+        assert.equal(sc.runAsNonRoot ?? podSecurity.runAsNonRoot, true, `${name}: runAsNonRoot`);
+        assert.notEqual(sc.runAsUser ?? podSecurity.runAsUser, 0, `${name}: not root`);
+        const seccomp = (sc.seccompProfile ?? podSecurity.seccompProfile) as { type?: string } | undefined;
+        assert.ok(['RuntimeDefault', 'Localhost'].includes(seccomp?.type ?? ''), `${name}: seccomp`);
+        assert.notEqual(sc.privileged, true, `${name}: privileged`);
+        for (const port of (c.ports ?? []) as { hostPort?: number }[])
+          assert.equal(port.hostPort, undefined, `${name}: hostPort`);
+      }
+    }
+  });
+
+  it('network-policy: in, only the webhook’s HTTPS port; out, nothing, or the Kubernetes API with self-managed TLS', async () => {
+    const cases: [string, string[], { port: number }[]][] = [
+      ['.', ['network-policy'], []],
+      [
+        'overlays/self-managed',
+        ['network-policy', 'network-policy-kubernetes-api'],
+        [{ port: 443 }, { port: 6443 }],
+      ],
+    ];
+    for (const [entry, components, egressPorts] of cases) {
+      using dir = overlay(entry, components);
+      const objects = kubectlKustomize(dir.path);
+      for (const object of objects) await validate(object, `${entry} + ${components.join(' + ')}`);
+      const policy = objects.find((o) => o.kind === 'NetworkPolicy')!;
+      assert.equal(policy.metadata.namespace, 'platform-secrets');
+      const spec = policy.spec as {
+        podSelector: { matchLabels: Record<string, string> };
+        policyTypes: string[];
+        ingress: { from?: unknown; ports: { protocol: string; port: number }[] }[];
+        egress: { ports: { protocol: string; port: number }[] }[];
+      };
+      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
+        template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
+      };
+      for (const [k, v] of Object.entries(spec.podSelector.matchLabels))
+        assert.equal(deployment.template.metadata.labels[k], v, 'selects the webhook’s pods');
+      assert.deepEqual([...spec.policyTypes].sort(), ['Egress', 'Ingress']);
+      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
+      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
+      assert.deepEqual(spec.ingress, [{ ports: [{ protocol: 'TCP', port: webhookPort }] }]);
+      assert.deepEqual(
+        spec.egress.flatMap((rule) => rule.ports.map((p) => ({ port: p.port }))),
+        egressPorts,
+      );
+    }
+  });
+});
+
 /**
- * A kustomization in a fresh directory, removed on dispose. `resources` and `transformers` are
- * absolute paths here, made relative there (kustomize takes no absolute root).
+ * A kustomization in a fresh directory, removed on dispose. `resources`, `transformers` and
+ * `components` are absolute paths here, made relative there (kustomize takes no absolute root).
  */
 function tempOverlay(
-  kustomization: Record<string, unknown> & { resources: string[]; transformers: string[] },
+  kustomization: Record<string, unknown> & {
+    resources: string[];
+    transformers: string[];
+    components?: string[];
+  },
 ): { path: string; [Symbol.dispose](): void } {
   const path = mkdtempSync(join(tmpdir(), 'secret-agent-overlay-'));
   kustomization.resources = kustomization.resources.map((r) => relative(path, r));
   kustomization.transformers = kustomization.transformers.map((r) => relative(path, r));
+  if (kustomization.components)
+    kustomization.components = kustomization.components.map((r) => relative(path, r));
   writeFileSync(
     join(path, 'kustomization.yaml'),
     JSON.stringify({
