@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { requirePodman } from '../images/container-engine.ts';
 import { IMAGE_NAMES, readImagesManifest } from '../images/manifest.ts';
+import { podmanRunArgs } from '../test/image/podman.ts';
 
 export interface ImageFigures {
   readonly engine: string;
@@ -37,37 +38,30 @@ export async function benchImages(
   const manifest = readImagesManifest();
   const volume = mkdtempSync('/dev/shm/secret-agent-bench-image-');
   chmodSync(volume, 0o777);
-  const hardened = [
-    'run',
-    '--rm',
-    '--network',
-    'host',
-    '--read-only',
-    '--read-only-tmpfs=false',
-    '--cap-drop',
-    'ALL',
-  ];
+  // Exactly as the image tests run containers (read-only root, no capabilities, no new privileges).
   const runs = {
-    base: [...hardened, manifest.runtime.ref, '-e', '0'],
-    agent: [
-      ...hardened,
-      '--mount',
-      `type=bind,src=${volume},dst=/secrets`,
-      ...[
-        'AWS_ACCESS_KEY_ID=bench',
-        'AWS_SECRET_ACCESS_KEY=bench',
-        'AWS_REGION=us-east-1',
-        'LOG_LEVEL=silent',
-      ]
-        .concat([
-          `AWS_ENDPOINT_URL_SECRETS_MANAGER=${motoEndpoint}`,
-          'SECRETS_DIR=/secrets',
-          `SECRET_0_REF=${secretRef}`,
-        ])
-        .concat(['SECRET_0_FILENAME=one'])
-        .flatMap((e) => ['--env', e]),
-      manifest.images.agent.ref,
-    ],
+    base: podmanRunArgs(
+      { image: manifest.runtime.ref, network: 'host', entrypoint: ['/nodejs/bin/node', '-e', '0'] },
+      `secret-agent-bench-base-${process.pid}`,
+    ),
+    agent: podmanRunArgs(
+      {
+        image: manifest.images.agent.ref,
+        network: 'host',
+        mounts: [{ host: volume, container: '/secrets' }],
+        env: {
+          AWS_ACCESS_KEY_ID: 'bench',
+          AWS_SECRET_ACCESS_KEY: 'bench',
+          AWS_REGION: 'us-east-1',
+          LOG_LEVEL: 'silent',
+          AWS_ENDPOINT_URL_SECRETS_MANAGER: motoEndpoint,
+          SECRETS_DIR: '/secrets',
+          SECRET_0_REF: secretRef,
+          SECRET_0_FILENAME: 'one',
+        },
+      },
+      `secret-agent-bench-agent-${process.pid}`,
+    ),
   };
   const time = (args: string[]) =>
     new Promise<number>((resolve, reject) => {

@@ -57,7 +57,8 @@ export interface ContainerSpec {
 
 let counter = 0;
 
-function runArgs(spec: ContainerSpec, name: string): string[] {
+/** The `podman run` arguments for a container, hardened as described above. */
+export function podmanRunArgs(spec: ContainerSpec, name: string): string[] {
   return [
     'run',
     '--rm',
@@ -77,6 +78,7 @@ function runArgs(spec: ContainerSpec, name: string): string[] {
       `type=bind,src=${m.host},dst=${m.container}${m.readOnly ? ',ro=true' : ''}`,
     ]),
     ...Object.entries(spec.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]),
+    // podman takes the new entrypoint's first word as --entrypoint and the rest as arguments.
     ...(spec.entrypoint
       ? ['--entrypoint', JSON.stringify(spec.entrypoint.slice(0, 1)), spec.image, ...spec.entrypoint.slice(1)]
       : [spec.image]),
@@ -97,7 +99,10 @@ export interface RunningContainer {
 export function startContainer(spec: ContainerSpec): RunningContainer {
   const { podman } = builtImages();
   const name = `secret-agent-test-${process.pid}-${++counter}`;
-  const child = spawn('podman', runArgs(spec, name), { env: podman.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('podman', podmanRunArgs(spec, name), {
+    env: podman.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -131,7 +131,6 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     }
   }
 
-  const warnings: string[] = [];
   const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
   const completion = runToCompletion(
     pod,
@@ -142,7 +141,6 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   );
   if (completion.error) errors.push(completion.error);
   if (completion.dropExitWithProcess) agentSettings.splice(exitWith, 1);
-  warnings.push(...completion.warnings);
   const effectiveMode = completion.mode;
   const sidecar = effectiveMode === 'sidecar' || effectiveMode === 'init+sidecar';
   const httpAddr = agentSettings.find((s) => s.env === 'AGENT_HTTP_ADDR');
@@ -230,7 +228,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     volumeSizeLimit,
     providerEnv,
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings,
+    warnings: completion.warnings,
   };
 }
 
