@@ -45,6 +45,7 @@ export interface SidecarDeps {
  * Sidecar mode: write the whole set once (ready only then), then refresh each secret on its interval
  * with jitter, swap the set only when content changed, and tell the app once per changed set.
  * Refresh failures keep the last good files; a failed cycle backs off, capped at the interval.
+ * A set already in the volume (the init container's) is taken over: kept if equal, else a rotation.
  */
 export class Sidecar {
   readonly metrics = new AgentMetrics();
@@ -57,6 +58,11 @@ export class Sidecar {
   readonly #values = new Map<string, SourceValue>();
   /** What the volume holds now, to tell a real change from a version bump with equal content. */
   #files = new Map<string, FileEntry>();
+  /**
+   * The volume already held a set when this sidecar started (from the init container, or from this
+   * sidecar before a restart): the app may have read it, so the first fill is a rotation if it differs.
+   */
+  #inherited = false;
   readonly #timers = new Set<NodeJS.Timeout>();
   #generation = 0;
   #ready = false;
@@ -82,6 +88,11 @@ export class Sidecar {
       requireMemoryFs: config.requireMemoryFs,
     });
     const sidecar = new Sidecar(config, dir, deps);
+    const current = await dir.current();
+    if (current) {
+      sidecar.#files = new Map(current.map((f) => [f.path, f]));
+      sidecar.#inherited = true;
+    }
     sidecar.#server = await startHealthServer(
       config.sidecar.httpAddr,
       { ready: () => sidecar.#ready, live: () => sidecar.#live() },
@@ -298,14 +309,17 @@ export class Sidecar {
       return !old || old.mode !== f.mode || !equalBytes(old.bytes, f.bytes);
     });
     const removed = [...this.#files.keys()].some((path) => !files.some((f) => f.path === path));
-    if (changedFiles.length > 0 || removed || !this.#ready) {
+    const changed = changedFiles.length > 0 || removed;
+    // What the app may already have read: a set written since this sidecar is ready, or inherited.
+    const seen = this.#ready || this.#inherited;
+    if (changed || !seen) {
       await this.#dir.write(files);
       this.#files = new Map(files.map((f) => [f.path, f]));
       this.#log.info(
         { files: files.length, changed: changedFiles.map((f) => f.path) },
-        this.#ready ? 'rotated' : 'secrets written',
+        seen ? 'rotated' : 'secrets written',
       );
-      if (this.#ready && (changedFiles.length > 0 || removed)) {
+      if (seen && changed) {
         this.metrics.rotations.inc();
         const versions = Object.fromEntries(
           this.#config.secrets.map((s) => [s.id, candidate.get(sourceKey(s.ref))?.version ?? '']),
@@ -318,6 +332,8 @@ export class Sidecar {
     }
     for (const [key, v] of candidate) this.#values.set(key, v);
     if (!this.#ready) {
+      if (!changed && this.#inherited)
+        this.#log.info({ files: files.length }, 'the volume already holds these secrets');
       this.#ready = true;
       this.metrics.ready.set(1);
     }

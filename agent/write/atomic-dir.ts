@@ -6,6 +6,7 @@ import {
   mkdtemp,
   open,
   readdir,
+  readFile,
   readlink,
   realpath,
   rename,
@@ -114,6 +115,36 @@ export class AtomicDir {
   /** Resolves once no write is in flight: a shutdown waits for it, so a swap is never cut short. */
   idle(): Promise<void> {
     return this.#queue.then(() => undefined);
+  }
+
+  /**
+   * The set this directory holds now (written by an earlier agent: the init container, or this
+   * sidecar before a restart), or undefined when there is none. Read through one resolution of
+   * `..data`, so it is one consistent set even if a swap happens meanwhile.
+   */
+  async current(): Promise<FileEntry[] | undefined> {
+    const target = await readlink(this.dataLink).catch(() => undefined);
+    if (!target || !this.#ownDir.test(target)) return undefined;
+    const root = join(this.dir, target);
+    const files: FileEntry[] = [];
+    const walk = async (rel: string): Promise<void> => {
+      for (const entry of await readdir(join(root, rel), { withFileTypes: true })) {
+        const path = rel ? `${rel}/${entry.name}` : entry.name;
+        if (entry.isDirectory()) await walk(path);
+        else if (entry.isFile()) {
+          const full = join(root, path);
+          files.push({ path, bytes: await readFile(full), mode: (await lstat(full)).mode & 0o7777 });
+        }
+      }
+    };
+    try {
+      await walk('');
+    } catch (e) {
+      // The payload went away under us (another writer's swap): treat it as no set.
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw e;
+    }
+    return files;
   }
 
   /** Replaces this set's files with `files`, atomically. Calls are serialised. */

@@ -112,6 +112,26 @@ describe('AtomicDir', () => {
     );
   });
 
+  it('reads back the set it holds, only its own, as a later agent on the same volume sees it', async () => {
+    using tmp = memoryDir();
+    const first = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+    assert.equal(await first.current(), undefined, 'an empty volume holds no set');
+    writeFileSync(join(tmp.path, 'stranger'), 'not ours');
+    await first.write([file('a', 'A1', 0o440), file('sub/b', 'B1')]);
+    await first.write([file('a', 'A2', 0o440), file('sub/deep/c', 'C2', 0o400)]);
+    const later = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+    const held = (await later.current())!.map((f) => ({ ...f, bytes: Buffer.from(f.bytes).toString() }));
+    assert.deepEqual(
+      held.sort((x, y) => x.path.localeCompare(y.path)),
+      [
+        { path: 'a', bytes: 'A2', mode: 0o440 },
+        { path: 'sub/deep/c', bytes: 'C2', mode: 0o400 },
+      ],
+    );
+    const other = await AtomicDir.open(tmp.path, { requireMemoryFs: true, setName: 'other' });
+    assert.equal(await other.current(), undefined, 'another set name sees nothing');
+  });
+
   it('lets agents with distinct sets share a directory', async () => {
     using tmp = memoryDir();
     const one = await AtomicDir.open(tmp.path, { setName: 'data-one', requireMemoryFs: true });

@@ -14,7 +14,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FaultProxy } from '../support/fault-proxy.ts';
 import { MOTO_ENV, startMoto, type Moto } from '../support/moto.ts';
-import { eventually, memoryDir, startAgent, type RunningAgent } from '../support/run-agent.ts';
+import { eventually, memoryDir, runAgent, startAgent, type RunningAgent } from '../support/run-agent.ts';
 
 let moto: Moto;
 let proxy: FaultProxy;
@@ -259,6 +259,62 @@ describe('sidecar mode, through the built agent against moto', () => {
       assert.equal((await agent.stop()).code, 0);
     }
   });
+
+  // Classic sidecars start beside the app, after the init container wrote the set: the app may
+  // already be reading it. A value that moved on in between is a rotation the app must hear of.
+  for (const moved of [false, true])
+    it(`takes over the set the init container wrote: ${moved ? 'a value changed since is a rotation the app is told of' : 'an equal set is left untouched, the app not told'}`, async () => {
+      using dir = memoryDir();
+      const name = `sidecar/takeover-${moved}`;
+      const first = canary(`takeover-${moved}-1`);
+      await sm.send(new CreateSecretCommand({ Name: name, SecretString: first }));
+      const env = { SECRET_0_REF: `aws:${name}`, SECRET_0_FILENAME: 'token' };
+      const init = await runAgent({ ...sidecarEnv(dir.path, env), AGENT_MODE: 'init' });
+      assert.equal(init.code, 0, init.stderr);
+      const payload = readlinkSync(join(dir.path, '..data'));
+      const second = canary(`takeover-${moved}-2`);
+      if (moved) await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: second }));
+
+      const calls: string[] = [];
+      const app = createServer((req, res) => {
+        req.resume().on('end', () => {
+          calls.push(`${req.method} ${req.url}`);
+          res.end();
+        });
+      });
+      await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+      const agent = startAgent(
+        sidecarEnv(dir.path, {
+          ...env,
+          ROTATION_HTTP_URL: `POST http://127.0.0.1:${(app.address() as AddressInfo).port}/-/reload`,
+        }),
+      );
+      try {
+        const port = await httpPort(agent);
+        await eventually(
+          async () => ((await get(port, '/readyz')).status === 200 ? true : undefined),
+          'readiness',
+        );
+        if (moved) {
+          await eventually(() => (calls.length === 1 ? true : undefined), 'the app told of the change');
+          assert.deepEqual(calls, ['POST /-/reload']);
+          assert.equal(read(dir.path, 'token'), second);
+          assert.notEqual(readlinkSync(join(dir.path, '..data')), payload);
+          assert.match((await get(port, '/metrics')).body, /^secret_agent_rotations_total 1$/m);
+        } else {
+          await agent.waitForLog((l) => l.msg === 'the volume already holds these secrets');
+          const asked = proxy.requests.length;
+          await eventually(() => (proxy.requests.length > asked ? true : undefined), 'a refresh cycle');
+          assert.equal(readlinkSync(join(dir.path, '..data')), payload, 'the init container’s set stays');
+          assert.equal(read(dir.path, 'token'), first);
+          assert.deepEqual(calls, []);
+          assert.match((await get(port, '/metrics')).body, /^secret_agent_rotations_total 0$/m);
+        }
+      } finally {
+        assert.equal((await agent.stop()).code, 0);
+        app.close();
+      }
+    });
 });
 
 describe('sidecar in a Job (EXIT_WITH_PROCESS)', () => {

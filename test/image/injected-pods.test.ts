@@ -236,7 +236,12 @@ describe('injected pods, run in podman with both images: the webhook image patch
             .find((e) => e.event === 'reloaded' && (e.files as Record<string, string>).db === sha256(second)),
         'the app told of the rotation, reading the new value',
         30_000,
-      );
+      ).catch((e: Error) => {
+        const tail = (name: string) => running.logs(name).stdout.split('\n').slice(-15).join('\n');
+        throw new Error(
+          `${e.message}\n--- ${AGENT_CONTAINER}:\n${tail(AGENT_CONTAINER)}\n--- ${APP}:\n${tail(APP)}`,
+        );
+      });
       assert.ok(reloaded);
       const volume = [...running.volumes.values()][0]!;
       assert.equal(readFileSync(join(volume, 'db'), 'utf8'), second);
