@@ -20,6 +20,8 @@ export const STATUS_INJECTED = 'injected';
 /** Container names the webhook adds; a pod that already uses one cannot be injected. */
 export const AGENT_CONTAINER = 'secret-agent';
 export const AGENT_INIT_CONTAINER = 'secret-agent-init';
+/** The name of the sidecar's HTTP port (probes, /metrics): what the monitoring PodMonitor scrapes. */
+export const AGENT_PORT_NAME = 'secret-agent';
 
 export type InjectionMode = 'init' | 'sidecar' | 'init+sidecar';
 

@@ -114,6 +114,13 @@ export class Sidecar {
   /** Fills the volume (retrying until it succeeds or the agent stops), then schedules refreshes. */
   async run(): Promise<void> {
     const generation = this.#generation;
+    // Only configured files carry these series: a secret dropped by a reload must not look stale.
+    this.metrics.refreshInterval.reset();
+    for (const spec of this.#config.secrets)
+      this.metrics.refreshInterval.set({ file: fileLabel(spec) }, spec.refreshIntervalMs / 1000);
+    const files = new Set(this.#config.secrets.map(fileLabel));
+    for (const { labels } of (await this.metrics.lastSuccess.get()).values)
+      if (!files.has(String(labels.file))) this.metrics.lastSuccess.remove({ file: String(labels.file) });
     for (let attempt = 1; !this.#stopping && generation === this.#generation; attempt++) {
       this.#lastCycleAt = Date.now();
       const fill = { deadlineMs: this.#config.initDeadlineMs, full: true, fresh: true };
@@ -242,7 +249,7 @@ export class Sidecar {
       const outcome = outcomes.get(key)!;
       if (outcome.ok) {
         fresh.set(key, outcome.value);
-        this.metrics.lastSuccess.set({ file: spec.filename || '.' }, Date.now() / 1000);
+        this.metrics.lastSuccess.set({ file: fileLabel(spec) }, Date.now() / 1000);
       } else {
         allOk = false;
         retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
@@ -401,6 +408,11 @@ function groupByInterval(specs: readonly SecretSpec[]): IntervalGroup[] {
   const groups = new Map<number, SecretSpec[]>();
   for (const s of specs) groups.set(s.refreshIntervalMs, [...(groups.get(s.refreshIntervalMs) ?? []), s]);
   return [...groups].map(([intervalMs, group]) => ({ intervalMs, specs: group }));
+}
+
+/** A secret's metric label: its file name (never a value), `.` for a secret split at the top level. */
+function fileLabel(spec: SecretSpec): string {
+  return spec.filename || '.';
 }
 
 /** ±10 % so a fleet started together never refreshes in lockstep. */

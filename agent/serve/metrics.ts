@@ -30,6 +30,12 @@ export const METRIC_DOCS = [
     help: 'When each secret (by file name) was last fetched successfully.',
   },
   {
+    name: 'secret_agent_refresh_interval_seconds',
+    type: 'gauge',
+    labels: 'file',
+    help: 'Each secret’s refresh interval (by file name): alerts compare the time since the last success with it.',
+  },
+  {
     name: 'secret_agent_rotations_total',
     type: 'counter',
     labels: '',
@@ -82,6 +88,12 @@ export class AgentMetrics {
   readonly lastSuccess = new Gauge({
     name: 'secret_agent_last_success_timestamp_seconds',
     help: help('secret_agent_last_success_timestamp_seconds'),
+    labelNames: ['file'],
+    registers: [this.registry],
+  });
+  readonly refreshInterval = new Gauge({
+    name: 'secret_agent_refresh_interval_seconds',
+    help: help('secret_agent_refresh_interval_seconds'),
     labelNames: ['file'],
     registers: [this.registry],
   });

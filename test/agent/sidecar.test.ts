@@ -137,6 +137,7 @@ describe('sidecar mode, through the built agent against moto', () => {
       assert.match(metrics, /^secret_agent_notifications_total\{kind="signal",outcome="ok"\} 1$/m);
       assert.match(metrics, /^secret_agent_fetches_total\{provider="aws",outcome="success"\} \d+$/m);
       assert.match(metrics, /^secret_agent_last_success_timestamp_seconds\{file="token"\} \d/m);
+      assert.match(metrics, /^secret_agent_refresh_interval_seconds\{file="token"\} 1$/m);
 
       const { code } = await agent.stop();
       assert.equal(code, 0, 'SIGTERM is a clean stop');
@@ -228,6 +229,10 @@ describe('sidecar mode, through the built agent against moto', () => {
       const metrics = (await get(port, '/metrics')).body;
       assert.match(metrics, /secret_agent_config_reloads_total\{outcome="applied"\} 1/);
       assert.match(metrics, /secret_agent_config_reloads_total\{outcome="rejected"\} 1/);
+      // A file the new configuration dropped leaves the per-file series, so it cannot look stale.
+      assert.match(metrics, /^secret_agent_last_success_timestamp_seconds\{file="b"\} \d/m);
+      assert.match(metrics, /^secret_agent_refresh_interval_seconds\{file="b"\} 1$/m);
+      assert.doesNotMatch(metrics, /\{file="a"\}/);
     } finally {
       assert.equal((await agent.stop()).code, 0);
       rmSync(cfgDir, { recursive: true, force: true });

@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/annotations.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/annotations.ts';
 import { canary } from '../support/canary.ts';
 import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
 import { eventually } from '../support/run-agent.ts';
@@ -218,6 +218,12 @@ describe('injected pods, run in podman with both images: the webhook image patch
       const running = await run(t, pod);
       assert.ok(running.translations.includes(TRANSLATIONS.initContainers));
       assert.equal(running.translations.includes(TRANSLATIONS.probes), true);
+      // What the monitoring PodMonitor scrapes: the port named secret-agent, serving the agent's metrics.
+      const agent = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find(
+        (c) => c.name === AGENT_CONTAINER,
+      )!;
+      assert.deepEqual(agent.ports, [{ name: AGENT_PORT_NAME, containerPort: agentPort, protocol: 'TCP' }]);
+      assert.ok(running.translations.includes(TRANSLATIONS.ports));
       const app = await eventually(() => started(running), 'the app’s start report', 30_000);
       assert.deepEqual(app.files, { db: sha256(first) });
       assertAppCannotWrite(running);
@@ -243,6 +249,9 @@ describe('injected pods, run in podman with both images: the webhook image patch
         );
       });
       assert.ok(reloaded);
+      const metrics = await (await fetch(`http://127.0.0.1:${agentPort}/metrics`)).text();
+      assert.match(metrics, /^secret_agent_refresh_interval_seconds\{file="db"\} 1$/m);
+      assert.match(metrics, /^secret_agent_rotations_total 1$/m);
       const volume = [...running.volumes.values()][0]!;
       assert.equal(readFileSync(join(volume, 'db'), 'utf8'), second);
 

@@ -38,6 +38,8 @@ export const TRANSLATIONS = {
     'probes → run by the harness from the host, as the kubelet runs them from the node: podman turns httpGet into curl inside the container, which a distroless image cannot run',
   initContainers:
     'initContainers → containers the harness starts in the kubelet’s order, pod restartPolicy Never: kube play refuses probes on init containers (so no native sidecar) and waits ~20 s after each (containers/podman#16343)',
+  ports:
+    'container ports → not declared to podman: with host networking (above) kube play refuses port mappings, and every port is on the host already',
   agentEnv:
     'agent containers get the AWS credentials and endpoint of moto: what IRSA or EKS Pod Identity supplies in a cluster',
 } as const;
@@ -112,7 +114,8 @@ function translate(pod: PodDoc, name: string, options: PodRunOptions) {
   };
   /** The container as podman can run it: downward-API env resolved, probes left to the harness. */
   const translateContainer = (c: Container): Container => {
-    const { startupProbe, readinessProbe, livenessProbe, restartPolicy: _native, ...kept } = c;
+    const { startupProbe, readinessProbe, livenessProbe, restartPolicy: _native, ports, ...kept } = c;
+    if (ports !== undefined) translations.add(TRANSLATIONS.ports);
     if (startupProbe) probes.set(c.name, startupProbe as HttpProbe);
     if (startupProbe || readinessProbe || livenessProbe) translations.add(TRANSLATIONS.probes);
     const env = ((c.env ?? []) as Env[]).map((e) => {

@@ -75,6 +75,7 @@ describe('exact patches', () => {
             resources: RESOURCES,
             securityContext: AGENT_SECURITY,
             restartPolicy: 'Always',
+            ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             startupProbe: {
               httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
               timeoutSeconds: 1,
@@ -175,6 +176,7 @@ describe('exact patches', () => {
           name: 'secret-agent',
           ...common,
           env: agentEnv('sidecar'),
+          ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {
             httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
             timeoutSeconds: 1,
@@ -589,6 +591,13 @@ describe('denials name the annotation and the fix', () => {
       { containers: [{ name: 'app', image: 'a', ports: [{ containerPort: 8099 }] }] },
       'secret-agent.io/agent-http-addr',
       /0\.0\.0\.0:8199/,
+    ],
+    [
+      'agent port name taken',
+      ok,
+      { containers: [{ name: 'app', image: 'a', ports: [{ name: 'secret-agent', containerPort: 9000 }] }] },
+      'secret-agent.io/inject',
+      /"app" declares a port named "secret-agent".*rename that port/,
     ],
     [
       'agent bound to loopback',

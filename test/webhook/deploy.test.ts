@@ -5,8 +5,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { OPT_IN_LABEL } from '../../webhook/annotations.ts';
+import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
+import {
+  AGENT_CONTAINER,
+  AGENT_INIT_CONTAINER,
+  AGENT_PORT_NAME,
+  OPT_IN_LABEL,
+} from '../../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
 
 const DEPLOY = join(ROOT, 'deploy');
@@ -37,7 +44,13 @@ async function modelFor(
   kind: string,
 ): Promise<(new (data: unknown) => { validate(): void }) | undefined> {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-  const path = group ? `kubernetes-models/${group}/${version}` : `kubernetes-models/${version}`;
+  // The Prometheus Operator's CRDs (the monitoring component) come from their own models package.
+  const path =
+    group === 'monitoring.coreos.com'
+      ? `@kubernetes-models/prometheus-operator/${group}/${version}`
+      : group
+        ? `kubernetes-models/${group}/${version}`
+        : `kubernetes-models/${version}`;
   try {
     const module = (await import(path)) as Record<string, new (data: unknown) => { validate(): void }>;
     return module[kind];
@@ -73,6 +86,14 @@ async function validate(object: KubeObject, where: string): Promise<void> {
   } catch (e) {
     assert.fail(`${where}: ${object.kind} ${object.metadata.name}: ${(e as Error).message}`);
   }
+}
+
+const PROMTOOL_HINT =
+  'It checks the monitoring component’s alerts: apt-get install prometheus (Debian’s package ships promtool); .ci/run installs it.';
+
+function tempDir(): { path: string; [Symbol.dispose](): void } {
+  const path = mkdtempSync(join(tmpdir(), 'secret-agent-rules-'));
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
 }
 
 const KUBECTL_HINT =
@@ -292,10 +313,13 @@ describe('deploy/', () => {
     }
 
     for (const entry of ['.', 'overlays/cert-manager', 'overlays/self-managed'])
-      it(`on ${entry === '.' ? 'the default install' : entry}: namespace, DNS names, CA injection, self-exclusion, RBAC subjects and both images`, async () => {
+      it(`on ${entry === '.' ? 'the default install' : entry} with every component: namespace, DNS names, CA injection, self-exclusion, RBAC subjects, scrape TLS name and both images`, async () => {
+        const components = ['pod-security-restricted', 'network-policy', 'monitoring'];
+        if (entry === 'overlays/self-managed') components.push('network-policy-kubernetes-api');
         using dir = tempOverlay({
           resources: [join(DEPLOY, entry)],
           namespace: NAMESPACE,
+          components: components.map((c) => join(DEPLOY, 'components', c)),
           images: [
             { name: 'ghcr.io/example/secret-agent-webhook', newName: WEBHOOK_IMAGE, digest: digest('a') },
             { name: 'ghcr.io/example/secret-agent', newName: AGENT_IMAGE_NAME, digest: digest('b') },
@@ -437,6 +461,160 @@ describe('deploy/components: optional pieces an overlay adds', () => {
         egressPorts,
       );
     }
+  });
+});
+
+describe('deploy/components/monitoring: scrapes and alerts', () => {
+  type Rule = {
+    alert?: string;
+    expr: string;
+    for?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  type Group = { name: string; rules: Rule[] };
+  const renderWith = (entry: string) => {
+    using dir = tempOverlay({
+      resources: [join(DEPLOY, entry)],
+      namespace: 'platform-secrets',
+      components: [join(DEPLOY, 'components/monitoring')],
+      transformers: [join(DEPLOY, 'transformers')],
+    });
+    return kubectlKustomize(dir.path);
+  };
+  const one = (objects: KubeObject[], kind: string) => {
+    const found = objects.filter((o) => o.kind === kind);
+    assert.equal(found.length, 1, kind);
+    return found[0]!;
+  };
+
+  it('scrapes the webhook over verified HTTPS and every opted-in pod’s agent, in any namespace', async () => {
+    for (const entry of ['.', 'overlays/self-managed']) {
+      const objects = renderWith(entry);
+      for (const object of objects) await validate(object, `${entry} + monitoring`);
+      for (const kind of ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'])
+        assert.equal(one(objects, kind).metadata.namespace, 'platform-secrets', kind);
+
+      const service = one(objects, 'Service') as KubeObject & {
+        metadata: { labels: Record<string, string> };
+        spec: { ports: { name: string }[] };
+      };
+      const monitor = one(objects, 'ServiceMonitor').spec as {
+        selector: { matchLabels: Record<string, string> };
+        endpoints: {
+          port: string;
+          scheme: string;
+          tlsConfig: { serverName: string; ca: { secret: { name: string; key: string } } };
+        }[];
+      };
+      for (const [k, v] of Object.entries(monitor.selector.matchLabels))
+        assert.equal(service.metadata.labels[k], v, 'the ServiceMonitor selects the webhook’s Service');
+      const [endpoint] = monitor.endpoints;
+      assert.ok(service.spec.ports.some((p) => p.name === endpoint!.port));
+      assert.equal(endpoint!.scheme, 'https');
+      assert.equal(endpoint!.tlsConfig.serverName, 'secret-agent-webhook.platform-secrets.svc');
+      // The Secret the webhook serves from: its mounted volume (file TLS), or the one it keeps itself.
+      const podSpec = (
+        one(objects, 'Deployment').spec as {
+          template: {
+            spec: {
+              volumes?: { secret?: { secretName: string } }[];
+              containers: { name: string; env: { name: string; value: string }[] }[];
+            };
+          };
+        }
+      ).template.spec;
+      const selfManaged = podSpec.containers
+        .find((c) => c.name === 'webhook')!
+        .env.some((e) => e.name === 'TLS_MODE' && e.value === 'self-managed');
+      const tlsSecret = selfManaged
+        ? WEBHOOK_SETTINGS.TLS_SECRET_NAME.default
+        : podSpec.volumes?.find((v) => v.secret)?.secret?.secretName;
+      assert.deepEqual(endpoint!.tlsConfig.ca.secret, { name: tlsSecret, key: 'ca.crt' });
+      const certificate = objects.find((o) => o.kind === 'Certificate');
+      if (certificate)
+        assert.ok(
+          (certificate.spec as { dnsNames: string[] }).dnsNames.includes(endpoint!.tlsConfig.serverName),
+          'the name checked is one the certificate carries',
+        );
+
+      const pods = one(objects, 'PodMonitor').spec as {
+        namespaceSelector: { any: boolean };
+        selector: { matchLabels: Record<string, string> };
+        podMetricsEndpoints: { port: string; path: string }[];
+      };
+      assert.deepEqual(pods.namespaceSelector, { any: true });
+      assert.deepEqual(pods.selector.matchLabels, { [OPT_IN_LABEL]: 'true' });
+      assert.deepEqual(
+        pods.podMetricsEndpoints.map((e) => [e.port, e.path]),
+        [[AGENT_PORT_NAME, '/metrics']],
+      );
+    }
+  });
+
+  it('every alert uses metrics the code exports and says what to do; promtool checks the rules and fires each on its symptom only', () => {
+    const groups = (one(renderWith('.'), 'PrometheusRule').spec as { groups: Group[] }).groups;
+    const alerts = groups.flatMap((g) => g.rules).filter((r) => r.alert);
+    assert.ok(alerts.length >= 10);
+    const known = new Set([
+      ...METRIC_DOCS.map((m) => m.name),
+      ...createWebhookMetrics()
+        .registry.getMetricsAsArray()
+        .map((m) => (m as unknown as { name: string }).name),
+    ]);
+    for (const rule of alerts) {
+      assert.ok(['warning', 'critical'].includes(rule.labels?.severity ?? ''), `${rule.alert}: severity`);
+      assert.ok(
+        rule.annotations?.summary && rule.annotations.description,
+        `${rule.alert}: summary, description`,
+      );
+      for (const [name] of rule.expr.matchAll(/\bsecret_agent_[a-z_]+/g))
+        assert.ok(
+          known.has(name.replace(/_(bucket|count|sum)$/, '')),
+          `${rule.alert}: ${name} is not exported`,
+        );
+      for (const [, names] of rule.expr.matchAll(/container=~"([^"]+)"/g))
+        assert.deepEqual(
+          names!.split('|').sort(),
+          [AGENT_CONTAINER, AGENT_INIT_CONTAINER].sort(),
+          rule.alert,
+        );
+    }
+
+    const docs = readFileSync(join(ROOT, 'docs/webhook.md'), 'utf8');
+    for (const name of new Set(alerts.map((r) => r.alert)))
+      assert.match(
+        docs,
+        new RegExp(`^\\| \`${name}\` +\\|`, 'm'),
+        `docs/webhook.md's alert table lacks ${name}`,
+      );
+
+    using dir = tempDir();
+    const rulesFile = join(dir.path, 'rules.yaml');
+    const promtool = (args: string[]) => {
+      const out = spawnSync('promtool', args, { cwd: dir.path, encoding: 'utf8' });
+      if (out.error) throw new Error(`promtool is not installed. ${PROMTOOL_HINT}`);
+      return out;
+    };
+    writeFileSync(rulesFile, JSON.stringify({ groups }));
+    const checked = promtool(['check', 'rules', rulesFile]);
+    assert.equal(checked.status, 0, `promtool check rules: ${checked.stdout}${checked.stderr}`);
+    assert.match(checked.stdout, new RegExp(`SUCCESS: ${groups.flatMap((g) => g.rules).length} rules found`));
+
+    // promtool compares annotations verbatim; their templates were checked above.
+    const bare = groups.map((g) => ({ ...g, rules: g.rules.map(({ annotations: _, ...r }) => r) }));
+    writeFileSync(rulesFile, JSON.stringify({ groups: bare }));
+    const testFile = join(dir.path, 'alerts.promtool.yaml');
+    const tests = readFileSync(join(ROOT, 'test/webhook/alerts.promtool.yaml'), 'utf8');
+    writeFileSync(testFile, tests);
+    const tested = new Set([...tests.matchAll(/alertname: (\w+)/g)].map((m) => m[1]));
+    assert.deepEqual(
+      [...tested].sort(),
+      [...new Set(alerts.map((r) => r.alert))].sort(),
+      'every alert is tested',
+    );
+    const ran = promtool(['test', 'rules', testFile]);
+    assert.equal(ran.status, 0, `promtool test rules: ${ran.stdout}${ran.stderr}`);
   });
 });
 

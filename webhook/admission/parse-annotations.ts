@@ -4,6 +4,7 @@ import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts
 import { findPathConflict } from '../../agent/contract/path.ts';
 import {
   AGENT_CONTAINER,
+  AGENT_PORT_NAME,
   AGENT_INIT_CONTAINER,
   FILE_ANNOTATIONS,
   FILE_NAME,
@@ -166,6 +167,17 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
           `${PREFIX}agent-http-addr`,
           `port ${addr.port} is also declared by container ${quote(portOwner.name)}`,
           'move the agent with secret-agent.io/agent-http-addr, e.g. 0.0.0.0:8199',
+        ),
+      );
+    const nameOwner = allContainers.find((c) =>
+      (c.ports ?? []).some((port) => port.name === AGENT_PORT_NAME),
+    );
+    if (nameOwner)
+      errors.push(
+        new ConfigError(
+          `${PREFIX}inject`,
+          `container ${quote(nameOwner.name)} declares a port named ${quote(AGENT_PORT_NAME)}, the name the agent's port takes (monitoring scrapes it by that name)`,
+          'rename that port',
         ),
       );
   }

@@ -9,7 +9,7 @@ export interface ContainerShape {
   readonly name: string;
   readonly env?: readonly { readonly name?: unknown }[];
   readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
-  readonly ports?: readonly { readonly containerPort?: unknown }[];
+  readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
   readonly [key: string]: unknown;
 }
 

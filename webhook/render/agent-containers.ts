@@ -1,6 +1,6 @@
 import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../annotations.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv, type EnvVar } from './agent-env.ts';
@@ -14,6 +14,11 @@ export interface AgentContainer {
   readonly resources: InjectionRequest['resources'];
   readonly securityContext: Record<string, unknown>;
   readonly restartPolicy?: 'Always';
+  readonly ports?: readonly {
+    readonly name: string;
+    readonly containerPort: number;
+    readonly protocol: 'TCP';
+  }[];
   readonly startupProbe?: Record<string, unknown>;
   readonly readinessProbe?: Record<string, unknown>;
   readonly livenessProbe?: Record<string, unknown>;
@@ -66,6 +71,8 @@ export function renderAgentContainers(
   const sidecar = (native: boolean, gate: boolean): AgentContainer => ({
     ...container(AGENT_CONTAINER, 'sidecar'),
     ...(native ? { restartPolicy: 'Always' as const } : {}),
+    // Declared so monitoring can scrape it by name (deploy/components/monitoring's PodMonitor).
+    ports: [{ name: AGENT_PORT_NAME, containerPort: request.httpPort, protocol: 'TCP' as const }],
     ...(gate
       ? { startupProbe: probe('/readyz', { periodSeconds: 1, failureThreshold: startupSeconds }) }
       : {}),
