@@ -551,6 +551,8 @@ export async function benchWebhook(
         TLS_CERT_FILE: certFile,
         TLS_KEY_FILE: keyFile,
         AGENT_IMAGE: 'ghcr.io/example/secret-agent:0.1.0',
+        // No API server here: fixed, so every run renders the same (native) patch.
+        NATIVE_SIDECARS: 'true',
         AGENT_VAULT_ADDR: 'https://vault.example.com:8200',
         AGENT_VAULT_ROLE: 'shop',
         LOG_LEVEL: 'info',

@@ -50,6 +50,14 @@ function image(text: string, field: string): string {
   return text;
 }
 
+/** NATIVE_SIDECARS as configured; `auto` is resolved once at start (webhook/native-sidecars.ts). */
+export type NativeSidecarsSetting = boolean | 'auto';
+
+function nativeSidecars(text: string, field: string): NativeSidecarsSetting {
+  const v = oneOf(['auto', 'true', 'false'] as const)(text, field);
+  return v === 'auto' ? v : v === 'true';
+}
+
 export const WEBHOOK_SETTINGS = {
   WEBHOOK_PORT: setting({ default: '8443', doc: 'HTTPS port.', parse: port }),
   WEBHOOK_HOST: setting({ default: '0.0.0.0', doc: 'Address the HTTPS server binds.', parse: nonEmpty }),
@@ -109,9 +117,9 @@ export const WEBHOOK_SETTINGS = {
     parse: oneOf(['Always', 'IfNotPresent', 'Never'] as const),
   }),
   NATIVE_SIDECARS: setting({
-    default: 'true',
-    doc: '`true` when every node runs Kubernetes ≥ 1.29: init+sidecar becomes one native sidecar. `false`: an init container plus a classic sidecar.',
-    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+    default: 'auto',
+    doc: '`auto`: decided once at start from the API server’s `GET /version`: `true` from 1.29 on, else `false`; `false` with a warning when the version cannot be read. Needs no RBAC (the default system:public-info-viewer binding allows /version to everyone) but the service-account token mounted. `auto` follows the control plane only, and kubelets may lag it by up to three minor versions: set `false` while any node runs < 1.29. `true`: init+sidecar becomes one native sidecar (an init container with restartPolicy: Always; every node ≥ 1.29). `false`: an init container plus a classic sidecar; works on every version.',
+    parse: nativeSidecars,
   }),
   ALLOW_FILE_REFERENCES: setting({
     default: 'false',
@@ -210,6 +218,11 @@ export interface InjectionDefaults {
   readonly ownNamespace: string;
 }
 
+/** The config's injection part: InjectionDefaults before NATIVE_SIDECARS=auto is resolved at start. */
+export type InjectionSettings = Omit<InjectionDefaults, 'nativeSidecars'> & {
+  readonly nativeSidecars: NativeSidecarsSetting;
+};
+
 export interface WebhookConfig {
   readonly port: number;
   readonly host: string;
@@ -224,7 +237,7 @@ export interface WebhookConfig {
         readonly certValidityMs: number;
         readonly caValidityMs: number;
       };
-  readonly injection: InjectionDefaults;
+  readonly injection: InjectionSettings;
 }
 
 /** Parses env (and the optional config file) into a typed config; throws ConfigErrors listing all problems. */

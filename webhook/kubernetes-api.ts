@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 
 /**
- * The few Kubernetes API calls self-managed TLS makes, over node:https with the pod's
- * service-account token. Deliberately small: Secret get/create/replace, MutatingWebhookConfiguration
- * get/patch. Not a general client.
+ * The few Kubernetes API calls the webhook makes, over node:https with the pod's service-account
+ * token. Deliberately small: the server version (NATIVE_SIDECARS=auto), and for self-managed TLS
+ * Secret get/create/replace and MutatingWebhookConfiguration get/patch. Not a general client.
  */
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -19,20 +19,43 @@ export interface KubernetesApiOptions {
   readonly timeoutMs?: number;
 }
 
+/**
+ * The API server cannot be reached from here at all: not in a pod, or no service-account token
+ * mounted. Callers add what needed the API (self-managed TLS, NATIVE_SIDECARS=auto).
+ */
+export class InClusterConfigError extends Error {
+  readonly problem: string;
+  /** What to change so in-cluster access works. */
+  readonly fix: string;
+  constructor(problem: string, fix: string) {
+    super(`${problem}. Fix: ${fix}`);
+    this.name = 'InClusterConfigError';
+    this.problem = problem;
+    this.fix = fix;
+  }
+}
+
 /** In-cluster settings from the env the kubelet sets and the mounted service-account files. */
 export function inClusterApiOptions(env: Readonly<Record<string, string | undefined>>): KubernetesApiOptions {
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT ?? '443';
   if (!host)
-    throw new Error(
-      'KUBERNETES_SERVICE_HOST is not set: self-managed TLS needs to run in a cluster (or use TLS_MODE=file)',
+    throw new InClusterConfigError(
+      'KUBERNETES_SERVICE_HOST is not set: the webhook does not run in a Kubernetes pod',
+      'run it in a cluster',
     );
   const hostPart = host.includes(':') ? `[${host}]` : host;
-  return {
-    baseUrl: `https://${hostPart}:${port}`,
-    ca: readFileSync(`${SA_DIR}/ca.crt`, 'utf8'),
-    tokenFile: `${SA_DIR}/token`,
-  };
+  let ca: string;
+  try {
+    ca = readFileSync(`${SA_DIR}/ca.crt`, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    throw new InClusterConfigError(
+      `${SA_DIR}/ca.crt does not exist: the service-account token is not mounted`,
+      "set automountServiceAccountToken: true in the webhook's pod spec",
+    );
+  }
+  return { baseUrl: `https://${hostPart}:${port}`, ca, tokenFile: `${SA_DIR}/token` };
 }
 
 /** A non-2xx answer; `reason` is the Status object's reason (NotFound, AlreadyExists, Conflict…). */
@@ -74,11 +97,70 @@ export interface MutatingWebhookConfigurationObject {
   }[];
 }
 
+/** GET /version, as the API server answers it (apimachinery version.Info); only the fields read here. */
+export interface VersionInfo {
+  readonly major?: unknown;
+  readonly minor?: unknown;
+  readonly gitVersion?: unknown;
+}
+
+/** The API server's version, as far as deciding on features needs it. */
+export interface ServerVersion {
+  readonly major: number;
+  readonly minor: number;
+  /** gitVersion when it is a plain version string (v1.29.3-eks-adc7111), else "vMAJOR.MINOR". */
+  readonly text: string;
+}
+
+/** A /version answer this webhook cannot read a version from. */
+export class ServerVersionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ServerVersionError';
+  }
+}
+
+const GIT_VERSION = /^v(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?$/;
+
+/**
+ * gitVersion first (v1.29.3, v1.31.2-eks-adc7111, v1.30.5-gke.1014001); major/minor only when it is
+ * unusable, because providers append `+` to minor ("29+") and some builds report gitVersion "v0.0.0".
+ */
+export function parseVersionInfo(info: unknown): ServerVersion {
+  if (typeof info !== 'object' || info === null || Array.isArray(info))
+    throw new ServerVersionError('GET /version: the answer is not a JSON object');
+  const { major, minor, gitVersion } = info as VersionInfo;
+  const git =
+    typeof gitVersion === 'string' && gitVersion.length <= 100 ? GIT_VERSION.exec(gitVersion) : null;
+  if (git && git[1] !== '0')
+    return { major: Number(git[1]), minor: Number(git[2]), text: gitVersion as string };
+  // "29+" on EKS and GKE: the digits are the version, the suffix only marks a vendor build.
+  const number = (v: unknown) => (typeof v === 'string' && /^\d{1,4}\+?$/.test(v) ? parseInt(v, 10) : NaN);
+  const [maj, min] = [number(major), number(minor)];
+  if (Number.isInteger(maj) && Number.isInteger(min) && maj > 0)
+    return { major: maj, minor: min, text: `v${maj}.${min}` };
+  throw new ServerVersionError(
+    `GET /version: no version in the answer (gitVersion ${describe(gitVersion)}, major ${describe(major)}, minor ${describe(minor)})`,
+  );
+}
+
+/** A value from the API server, short and JSON-quoted for an error message. */
+function describe(v: unknown): string {
+  if (v === undefined) return 'missing';
+  const text = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
+  return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+}
+
 export class KubernetesApi {
   readonly #options: KubernetesApiOptions;
 
   constructor(options: KubernetesApiOptions) {
     this.#options = options;
+  }
+
+  /** GET /version: readable by every authenticated client (system:public-info-viewer), no RBAC needed. */
+  async serverVersion(timeoutMs = 5_000): Promise<ServerVersion> {
+    return parseVersionInfo(await this.#call<unknown>('GET', '/version', undefined, undefined, timeoutMs));
   }
 
   async getSecret(namespace: string, name: string): Promise<SecretObject | undefined> {
@@ -115,7 +197,13 @@ export class KubernetesApi {
     );
   }
 
-  #call<T>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+  #call<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = 'application/json',
+    timeoutMs = this.#options.timeoutMs ?? 10_000,
+  ): Promise<T> {
     const token = readFileSync(this.#options.tokenFile, 'utf8').trim();
     const url = new URL(path, this.#options.baseUrl);
     const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -125,7 +213,7 @@ export class KubernetesApi {
         {
           method,
           ca: this.#options.ca,
-          timeout: this.#options.timeoutMs ?? 10_000,
+          timeout: timeoutMs,
           headers: {
             authorization: `Bearer ${token}`,
             accept: 'application/json',
@@ -147,8 +235,13 @@ export class KubernetesApi {
               parsed = undefined;
             }
             const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300 && parsed !== undefined) {
-              resolve(parsed as T);
+            if (status >= 200 && status < 300) {
+              if (parsed !== undefined) resolve(parsed as T);
+              // A proxy's HTML page, a truncated body: say so instead of "no Status".
+              else
+                reject(
+                  new KubernetesApiError(method, path, status, 'InvalidResponse', 'the body is not JSON'),
+                );
               return;
             }
             const s = (parsed ?? {}) as { reason?: unknown; message?: unknown };
@@ -165,7 +258,14 @@ export class KubernetesApi {
           });
         },
       );
-      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timed out`)));
+      req.on('timeout', () =>
+        // ETIMEDOUT like a connect timeout, so callers can tell it from a refusal by code.
+        req.destroy(
+          Object.assign(new Error(`${method} ${path}: timed out after ${timeoutMs} ms`), {
+            code: 'ETIMEDOUT',
+          }),
+        ),
+      );
       req.on('error', reject);
       req.end(payload);
     });

@@ -9,6 +9,7 @@ export interface WebhookMetrics {
   readonly duration: Histogram<'outcome'>;
   readonly tlsReloads: Counter<'result'>;
   readonly certificateExpiry: Gauge;
+  readonly nativeSidecars: Gauge<'source'>;
 }
 
 /** One registry per server, so tests and several servers in one process do not share counters. */
@@ -39,6 +40,12 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
     certificateExpiry: new Gauge({
       name: 'secret_agent_webhook_certificate_expiry_timestamp_seconds',
       help: 'notAfter of the serving certificate in use, as a Unix timestamp.',
+      registers: [registry],
+    }),
+    nativeSidecars: new Gauge({
+      name: 'secret_agent_webhook_native_sidecars',
+      help: 'NATIVE_SIDECARS as decided at start: 1 native sidecars, 0 classic. source: config (true or false set), api-server (auto, from GET /version), fallback (auto, the version could not be read).',
+      labelNames: ['source'],
       registers: [registry],
     }),
   };

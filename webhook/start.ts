@@ -1,9 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:https';
 import type { Logger } from '../agent/log.ts';
-import type { WebhookConfig } from './config.ts';
-import { KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
+import type { InjectionDefaults, WebhookConfig } from './config.ts';
+import { InClusterConfigError, KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
+import {
+  decideNativeSidecars,
+  type NativeSidecarsDecision,
+  type ServerVersionProbe,
+} from './native-sidecars.ts';
 import { createWebhookServer } from './server.ts';
 import {
   readCertificateFiles,
@@ -16,13 +21,20 @@ export interface RunningWebhook {
   readonly server: Server;
   readonly port: number;
   readonly metrics: WebhookMetrics;
+  /** NATIVE_SIDECARS as resolved at start; fixed for the life of the process. */
+  readonly nativeSidecars: NativeSidecarsDecision;
   close(): Promise<void>;
 }
 
 export interface StartOptions {
   readonly log: Logger;
-  /** Self-managed mode only: how to reach the API server (in-cluster settings in production). */
+  /**
+   * How to reach the API server (in-cluster settings in production), for self-managed TLS and
+   * NATIVE_SIDECARS=auto. Called at most once, and only when one of them needs it.
+   */
   readonly kubernetes?: () => KubernetesApiOptions;
+  /** NATIVE_SIDECARS=auto: timeout and retries of GET /version (tests shorten them). */
+  readonly serverVersion?: ServerVersionProbe;
   /** Self-managed mode: how often the Secret and caBundle are reconciled. */
   readonly reconcileIntervalMs?: number;
   readonly defaultMetrics?: boolean;
@@ -32,11 +44,31 @@ export interface StartOptions {
 export async function startWebhook(config: WebhookConfig, options: StartOptions): Promise<RunningWebhook> {
   const { log } = options;
   const metrics = createWebhookMetrics({ defaultMetrics: options.defaultMetrics ?? false });
+  // One client for both users; built lazily so a fixed NATIVE_SIDECARS in file mode never touches
+  // the service-account files.
+  let api: KubernetesApi | undefined;
+  const kubernetesApi = (): KubernetesApi => {
+    if (!options.kubernetes)
+      throw new InClusterConfigError(
+        'no Kubernetes API settings were given',
+        'start it through webhook/main.ts',
+      );
+    return (api ??= new KubernetesApi(options.kubernetes()));
+  };
+  // Decided before serving: every patch depends on it, and it never changes while running.
+  const nativeSidecars = await decideNativeSidecars(
+    config.injection.nativeSidecars,
+    kubernetesApi,
+    log,
+    options.serverVersion,
+  );
+  metrics.nativeSidecars.set({ source: nativeSidecars.source }, nativeSidecars.enabled ? 1 : 0);
+  const defaults: InjectionDefaults = { ...config.injection, nativeSidecars: nativeSidecars.enabled };
   let ready = false;
   let server: Server;
   let stopTls: () => Promise<void>;
   const serve = (tls: { cert: string; key: string }) =>
-    createWebhookServer({ tls, defaults: config.injection, metrics, log, isReady: () => ready });
+    createWebhookServer({ tls, defaults, metrics, log, isReady: () => ready });
 
   if (config.tls.mode === 'file') {
     const { certFile, keyFile } = config.tls;
@@ -65,8 +97,18 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
     stopTls = () => watch.close();
   } else {
     if (!options.kubernetes) throw new Error('self-managed TLS needs Kubernetes API settings');
+    let client: KubernetesApi;
+    try {
+      client = kubernetesApi();
+    } catch (e) {
+      if (e instanceof InClusterConfigError)
+        throw new Error(`self-managed TLS needs the Kubernetes API: ${e.message} (or use TLS_MODE=file)`, {
+          cause: e,
+        });
+      throw e;
+    }
     const tls = new SelfManagedTls({
-      api: new KubernetesApi(options.kubernetes()),
+      api: client,
       namespace: config.injection.ownNamespace,
       secretName: config.tls.secretName,
       serviceName: config.tls.serviceName,
@@ -128,6 +170,7 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
     server,
     port,
     metrics,
+    nativeSidecars,
     close: async () => {
       ready = false;
       await stopTls();

@@ -95,6 +95,8 @@ try {
     AGENT_IMAGE,
     // The demo has no cloud account: its pod references local files, which clusters keep off.
     ALLOW_FILE_REFERENCES: 'true',
+    // No API server to ask (NATIVE_SIDECARS=auto): show the shape of a 1.29+ cluster.
+    NATIVE_SIDECARS: 'true',
     LOG_LEVEL: 'info',
   });
   children.push(webhook);

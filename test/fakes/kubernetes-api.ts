@@ -3,20 +3,57 @@ import { createServer, type Server } from 'node:https';
 import { writeStatus } from './kubernetes-status.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+// kubernetes-models' own dependency: the apimachinery types, version.Info among them.
+import { Info } from '@kubernetes-models/apimachinery/version';
 import { MutatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { Secret } from 'kubernetes-models/v1';
 import { issueCertificateAuthority, issueServingCertificate } from '../../webhook/tls/issue-certificates.ts';
 import { applyPatch, type Operation } from '../webhook/json-patch.ts';
 
 /**
- * A local HTTPS stand-in for the few Kubernetes API endpoints self-managed TLS uses, speaking the
+ * A local HTTPS stand-in for the few Kubernetes API endpoints the webhook uses, speaking the
  * real API's shapes: objects with metadata.resourceVersion, optimistic concurrency on PUT (409
  * Conflict), 409 AlreadyExists on POST, 404 NotFound, metav1.Status error bodies, bearer-token
- * auth, JSON Patch on MutatingWebhookConfigurations. Objects it stores are validated with
- * kubernetes-models, as the API server validates them.
+ * auth, JSON Patch on MutatingWebhookConfigurations, and GET /version (a version.Info, readable
+ * without a token as system:public-info-viewer allows). Objects it stores and the version it
+ * reports are validated with kubernetes-models, as the API server's own types are.
  */
 
 type KubeObject = Record<string, unknown> & { metadata: Record<string, unknown> };
+
+/** The version fields that differ between clusters; the rest of version.Info is filled in. */
+export interface FakeVersion {
+  readonly gitVersion: string;
+  readonly major: string;
+  readonly minor: string;
+}
+
+/**
+ * What GET /version answers: a version, a metav1.Status failure, a raw body (not necessarily JSON),
+ * or no answer at all (the request hangs until the client gives up).
+ */
+export type VersionAnswer =
+  | { readonly version: FakeVersion }
+  | { readonly status: number; readonly reason: string; readonly message: string }
+  | { readonly body: string }
+  | { readonly hang: true };
+
+/** A full version.Info as kube-apiserver serves it. */
+export function versionInfo(v: FakeVersion): Record<string, string> {
+  const info = {
+    major: v.major,
+    minor: v.minor,
+    gitVersion: v.gitVersion,
+    gitCommit: 'bc79e92d7a4a6b8b4b8a1e4c7d0c1a1d0f6e7b3c',
+    gitTreeState: 'clean',
+    buildDate: '2024-09-11T20:52:58Z',
+    goVersion: 'go1.22.6',
+    compiler: 'gc',
+    platform: 'linux/amd64',
+  };
+  new Info(info).validate();
+  return info;
+}
 
 export interface FakeKubernetesApi {
   readonly baseUrl: string;
@@ -30,6 +67,8 @@ export interface FakeKubernetesApi {
   putWebhookConfiguration(object: KubeObject): void;
   /** Holds the next `count` Secret GET responses until all of them have arrived, so callers race. */
   holdSecretReads(count: number): void;
+  /** The next GET /version answers, in order; the last one repeats. Default: v1.31.2. */
+  answerVersion(...answers: VersionAnswer[]): void;
   close(): Promise<void>;
 }
 
@@ -59,6 +98,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
   const log: string[] = [];
   let resourceVersion = 1000;
   let held: { count: number; waiting: (() => void)[] } | undefined;
+  let versionAnswers: VersionAnswer[] = [{ version: { gitVersion: 'v1.31.2', major: '1', minor: '31' } }];
   const nextVersion = () => String(++resourceVersion);
 
   const stamp = (object: KubeObject, namespace?: string): KubeObject => ({
@@ -78,9 +118,30 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
     const url = new URL(req.url ?? '/', 'https://fake');
     const method = req.method ?? 'GET';
     log.push(`${method} ${url.pathname}`);
-    if (req.headers.authorization !== `Bearer ${token}`)
+    // A wrong token is refused everywhere; no token at all is system:anonymous, which the default
+    // system:public-info-viewer binding lets read /version (with anonymous auth on, the default).
+    const anonymous = req.headers.authorization === undefined;
+    if (!(anonymous && url.pathname === '/version') && req.headers.authorization !== `Bearer ${token}`)
       return writeStatus(res, 401, 'Unauthorized', 'Unauthorized');
     const body = await readBody(req);
+
+    if (url.pathname === '/version') {
+      if (method !== 'GET')
+        return writeStatus(
+          res,
+          405,
+          'MethodNotAllowed',
+          'the server does not allow this method on the requested resource',
+        );
+      const answer = versionAnswers.length > 1 ? versionAnswers.shift()! : versionAnswers[0]!;
+      if ('hang' in answer) return;
+      if ('version' in answer) return send(res, 200, versionInfo(answer.version));
+      if ('body' in answer) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(answer.body);
+      }
+      return writeStatus(res, answer.status, answer.reason, answer.message, {});
+    }
 
     let m = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (m) {
@@ -214,6 +275,11 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
     },
     holdSecretReads: (count) => {
       held = { count, waiting: [] };
+    },
+    answerVersion: (...answers) => {
+      if (answers.length === 0) throw new Error('answerVersion needs at least one answer');
+      for (const a of answers) if ('version' in a) versionInfo(a.version);
+      versionAnswers = answers;
     },
     close: () =>
       new Promise<void>((resolve) => {

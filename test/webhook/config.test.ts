@@ -26,7 +26,7 @@ describe('webhook configuration', () => {
       certFile: '/etc/webhook/tls/tls.crt',
       keyFile: '/etc/webhook/tls/tls.key',
     });
-    assert.equal(config.injection.nativeSidecars, true);
+    assert.equal(config.injection.nativeSidecars, 'auto');
     assert.equal(config.injection.runAsUser, 65532);
     assert.equal(config.injection.ownNamespace, 'secret-agent');
     assert.deepEqual(config.injection.cluster, {});
@@ -35,10 +35,23 @@ describe('webhook configuration', () => {
   it('lists every problem at once, by variable name', () => {
     assert.deepEqual(
       fields(() =>
-        parseWebhookConfig({ WEBHOOK_PORT: '99999', NATIVE_SIDECARS: 'auto', TLS_MODE: 'acme' }),
+        parseWebhookConfig({ WEBHOOK_PORT: '99999', NATIVE_SIDECARS: 'yes', TLS_MODE: 'acme' }),
       ).sort(),
       ['AGENT_IMAGE', 'NATIVE_SIDECARS', 'TLS_MODE', 'WEBHOOK_PORT'],
     );
+  });
+
+  it('NATIVE_SIDECARS is auto, true or false', () => {
+    const read = (value: string) => parseWebhookConfig({ AGENT_IMAGE, NATIVE_SIDECARS: value }).injection;
+    assert.equal(read('auto').nativeSidecars, 'auto');
+    assert.equal(read('true').nativeSidecars, true);
+    assert.equal(read('false').nativeSidecars, false);
+    for (const bad of ['AUTO', '1', ''])
+      assert.deepEqual(
+        fields(() => read(bad)),
+        ['NATIVE_SIDECARS'],
+        bad,
+      );
   });
 
   it('reads a YAML config file, env winning over it', () => {

@@ -196,6 +196,10 @@ describe('deploy/', () => {
           const env = container.env as { name: string; value?: string }[];
           assert.equal(env.filter((e) => e.name === 'TLS_MODE').length, 1);
           const tlsMode = env.find((e) => e.name === 'TLS_MODE')!.value;
+          // NATIVE_SIDECARS is left to its default, auto, which reads GET /version with the pod's token.
+          assert.equal(WEBHOOK_SETTINGS.NATIVE_SIDECARS.default, 'auto');
+          assert.ok(!env.some((e) => e.name === 'NATIVE_SIDECARS'), 'NATIVE_SIDECARS left to auto');
+          assert.equal(spec.template.spec.automountServiceAccountToken, true, 'GET /version needs the token');
           const roles = [...find('Role'), ...find('ClusterRole')];
           for (const role of roles)
             for (const rule of role.rules as { verbs: string[]; resources: string[] }[]) {
@@ -206,7 +210,6 @@ describe('deploy/', () => {
             }
           if (dir === 'overlays/self-managed') {
             assert.equal(tlsMode, 'self-managed');
-            assert.equal(spec.template.spec.automountServiceAccountToken, true);
             assert.deepEqual(spec.template.spec.volumes ?? [], []);
             assert.deepEqual(container.volumeMounts ?? [], []);
             const secretRules = find('Role').flatMap(
@@ -216,7 +219,6 @@ describe('deploy/', () => {
               assert.deepEqual(rule.resourceNames, ['secret-agent-webhook-tls']);
           } else {
             assert.equal(tlsMode, 'file');
-            assert.equal(spec.template.spec.automountServiceAccountToken, false);
             assert.equal(
               roles.filter((r) => r.metadata.name.startsWith('secret-agent-webhook')).length,
               0,
@@ -315,7 +317,6 @@ describe('deploy/', () => {
     for (const entry of ['.', 'overlays/cert-manager', 'overlays/self-managed'])
       it(`on ${entry === '.' ? 'the default install' : entry} with every component: namespace, DNS names, CA injection, self-exclusion, RBAC subjects, scrape TLS name and both images`, async () => {
         const components = ['pod-security-restricted', 'network-policy', 'monitoring'];
-        if (entry === 'overlays/self-managed') components.push('network-policy-kubernetes-api');
         using dir = tempOverlay({
           resources: [join(DEPLOY, entry)],
           namespace: NAMESPACE,
@@ -426,16 +427,10 @@ describe('deploy/components: optional pieces an overlay adds', () => {
     }
   });
 
-  it('network-policy: in, only the webhook’s HTTPS port; out, nothing, or the Kubernetes API with self-managed TLS', async () => {
-    const cases: [string, string[], { port: number }[]][] = [
-      ['.', ['network-policy'], []],
-      [
-        'overlays/self-managed',
-        ['network-policy', 'network-policy-kubernetes-api'],
-        [{ port: 443 }, { port: 6443 }],
-      ],
-    ];
-    for (const [entry, components, egressPorts] of cases) {
+  it('network-policy: in, only the webhook’s HTTPS port; out, only the Kubernetes API (GET /version, self-managed TLS)', async () => {
+    const components = ['network-policy'];
+    const egressPorts = [{ port: 443 }, { port: 6443 }];
+    for (const entry of ['.', 'overlays/self-managed']) {
       using dir = overlay(entry, components);
       const objects = kubectlKustomize(dir.path);
       for (const object of objects) await validate(object, `${entry} + ${components.join(' + ')}`);

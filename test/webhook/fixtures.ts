@@ -5,8 +5,10 @@ import { applyPatch, type Operation } from './json-patch.ts';
 
 export const AGENT_IMAGE = 'ghcr.io/example/secret-agent:0.1.0';
 
+/** The defaults the server renders with; NATIVE_SIDECARS=auto resolved as on a ≥ 1.29 control plane. */
 export function injectionDefaults(env: Record<string, string> = {}): InjectionDefaults {
-  return parseWebhookConfig({ AGENT_IMAGE, WEBHOOK_NAMESPACE: 'secret-agent', ...env }).injection;
+  const injection = parseWebhookConfig({ AGENT_IMAGE, WEBHOOK_NAMESPACE: 'secret-agent', ...env }).injection;
+  return { ...injection, nativeSidecars: injection.nativeSidecars !== false };
 }
 
 export interface PodDoc {
