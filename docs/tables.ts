@@ -1,16 +1,25 @@
 /**
- * README reference tables, generated from the declarations in code so the docs cannot drift.
- * `npm run docs` rewrites the README and docs/webhook.md between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`;
- * test/docs.test.ts fails when they differ.
+ * Reference tables, generated from the declarations in code so the docs cannot drift.
+ * `npm run docs` rewrites the README, docs/webhook.md and docs/troubleshooting.md between
+ * `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`; test/docs.test.ts fails when they differ.
  */
 import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
+import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
+import {
+  errorCatalogue,
+  errorProvider,
+  errorSymptom,
+  logSymptom,
+  type ErrorRow,
+  type Symptom,
+} from './error-catalogue.ts';
 
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 const code = (text: string) => `\`${text}\``;
@@ -25,6 +34,167 @@ function table(header: string[], rows: string[][]): string {
     ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
   ].join('\n');
 }
+
+/**
+ * Message and fix text as table cells: outside `code spans`, `<file>` would be read as an HTML tag and
+ * `*` as emphasis.
+ */
+const prose = (text: string) =>
+  text
+    .split(/(`[^`]*`)/)
+    .map((part, i) => (i % 2 === 1 ? part : part.replace(/</g, '&lt;').replace(/\*/g, '\\*')))
+    .join('');
+/** A field or annotation as code; alternatives (`A / B`) each as code. */
+const whereCell = (text: string) =>
+  text === ''
+    ? ''
+    : text
+        .split(' / ')
+        .map((w) => code(w))
+        .join(' / ');
+
+/** A table without repeated rows (two sites, or two callers, can say exactly the same). */
+function uniqueTable(header: string[], rows: string[][]): string {
+  const seen = new Set<string>();
+  return table(
+    header,
+    rows.filter((r) => {
+      const key = JSON.stringify(r);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    }),
+  );
+}
+
+function errorRows(symptom: Symptom, filter: (row: ErrorRow) => boolean = () => true): ErrorRow[] {
+  return errorCatalogue()
+    .sites.flatMap((s) => s.rows)
+    .filter((r) => errorSymptom(r) === symptom && filter(r));
+}
+
+/** Only run-time text, e.g. `‹message›` (agent/main.ts logs a ConfigError's message): nothing to look up. */
+const PLACEHOLDER_ONLY = /^‹[^›]*›$/;
+
+function logTable(symptom: Symptom): string {
+  return uniqueTable(
+    ['Level', 'Message (`msg`)', 'Fields'],
+    errorCatalogue()
+      .logs.filter((l) => logSymptom(l) === symptom && !PLACEHOLDER_ONLY.test(l.message))
+      .map((l) => [l.level, prose(l.message), l.fields.map(code).join(', ')]),
+  );
+}
+
+/** Problem and fix, with a first column naming the field only when some row names a concrete one. */
+function problemTable(whereHeader: string, rows: readonly ErrorRow[]): string {
+  const showWhere = rows.some((r) => r.where !== '' && !PLACEHOLDER_ONLY.test(r.where));
+  return uniqueTable(
+    showWhere ? [whereHeader, 'Problem', 'Fix'] : ['Problem', 'Fix'],
+    rows.map((r) => [...(showWhere ? [whereCell(r.where)] : []), prose(r.message), prose(r.fix)]),
+  );
+}
+
+/** The webhook's answers to requests it cannot read, as opposed to its own start-up and TLS failures. */
+const isRequestError = (r: ErrorRow) => r.errorClass === 'BadReviewError' || r.errorClass === 'HttpError';
+
+/** The order the README lists providers in, then errors any provider can raise. */
+const PROVIDER_ORDER = [...new Set(REFERENCE_FORMS.map((f) => f.provider)), 'any'];
+
+function failureReason(row: ErrorRow): FailureReason {
+  if (!errorCatalogue().failureReasons.includes(row.where))
+    throw new Error(`${row.file}: ProviderError reason ${row.where} is not a FailureReason`);
+  return row.where as FailureReason;
+}
+
+/** Whether it is transient (init mode retries it until INIT_DEADLINE), as the class itself decides. */
+function retried(row: ErrorRow): boolean {
+  return new ProviderError(
+    failureReason(row),
+    '',
+    '',
+    row.transient === undefined ? {} : { transient: row.transient },
+  ).transient;
+}
+
+function providerRows(): ErrorRow[] {
+  const reasons = errorCatalogue().failureReasons;
+  const rank = (r: ErrorRow) =>
+    reasons.indexOf(failureReason(r)) * PROVIDER_ORDER.length + PROVIDER_ORDER.indexOf(errorProvider(r.file));
+  // Array.prototype.sort is stable: within a reason and provider, rows keep the order of the source.
+  return errorRows('delivery', (r) => r.errorClass === 'ProviderError').sort((a, b) => rank(a) - rank(b));
+}
+
+/** The generated blocks of docs/troubleshooting.md: the error catalogue, grouped by symptom. */
+export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
+  'errors-admission': () => problemTable('Annotation', errorRows('admission')),
+  'errors-references': () => problemTable('Annotation or variable', errorRows('references')),
+  'errors-agent-config': () => problemTable('Variable', errorRows('agent-config')),
+  'errors-fetch': () =>
+    uniqueTable(
+      ['Reason', 'Provider', 'Message', 'Fix', 'Transient'],
+      providerRows().map((r) => [
+        code(r.where),
+        errorProvider(r.file),
+        prose(r.message),
+        prose(r.fix),
+        retried(r) ? 'yes' : 'no',
+      ]),
+    ),
+  'errors-files': () =>
+    uniqueTable(
+      ['Reason', 'Where', 'Problem', 'Fix'],
+      errorRows('delivery', (r) => r.errorClass !== 'ProviderError').map((r) => [
+        // The words the init summary and the sidecar's log print for these (agent/modes/init.ts).
+        code(r.errorClass === 'SecretFormatError' ? 'format' : 'write'),
+        whereCell(r.where),
+        prose(r.message),
+        prose(r.fix),
+      ]),
+    ),
+  'failure-reasons': () => {
+    const rows = providerRows();
+    return table(
+      ['`reason`', '`provider`', 'Transient'],
+      errorCatalogue()
+        .failureReasons.filter((reason) => rows.some((r) => r.where === reason))
+        .map((reason) => {
+          const mine = rows.filter((r) => r.where === reason);
+          const providers = PROVIDER_ORDER.filter((p) => mine.some((r) => errorProvider(r.file) === p));
+          const retry = new Set(mine.map(retried));
+          return [
+            code(reason),
+            providers.join(', '),
+            retry.size === 2 ? 'depends on the case' : retry.has(true) ? 'yes' : 'no',
+          ];
+        }),
+    );
+  },
+  'logs-delivery': () => logTable('delivery'),
+  'logs-refresh': () => logTable('refresh'),
+  'errors-notify': () => problemTable('File', errorRows('notify')),
+  'logs-notify': () => logTable('notify'),
+  'errors-webhook': () =>
+    uniqueTable(
+      ['Error', 'Where', 'Message', 'Fix'],
+      errorRows('webhook', (r) => !isRequestError(r)).map((r) => [
+        r.errorClass,
+        whereCell(r.where),
+        prose(r.message),
+        prose(r.fix),
+      ]),
+    ),
+  'errors-webhook-requests': () =>
+    uniqueTable(
+      ['Error', 'HTTP status', 'Message'],
+      errorRows('webhook', isRequestError).map((r) => [
+        r.errorClass,
+        // BadReviewError carries no status: the server answers it with 400 (webhook/server.ts).
+        r.where === '' ? '400' : r.where,
+        prose(r.message),
+      ]),
+    ),
+  'logs-webhook': () => logTable('webhook'),
+};
 
 export const README_TABLES: Record<string, () => string> = {
   'agent-env': () =>
@@ -90,6 +260,7 @@ export const README_TABLES: Record<string, () => string> = {
       ['Provider', 'Form', 'Meaning'],
       REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
     )}\n\n${KEY_SUFFIX_DOC}`,
+  ...TROUBLESHOOTING_TABLES,
 };
 
 function metricsTable(registry: Registry): string {
@@ -110,7 +281,7 @@ function metricsTable(registry: Registry): string {
 const BLOCK = /<!-- generated:([a-z-]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g;
 
 /** The documents whose generated blocks `npm run docs` keeps equal to the code. */
-export const GENERATED_DOCS = ['README.md', 'docs/webhook.md'] as const;
+export const GENERATED_DOCS = ['README.md', 'docs/webhook.md', 'docs/troubleshooting.md'] as const;
 
 /** A document with every generated block re-rendered. */
 export function renderGenerated(text: string): string {
