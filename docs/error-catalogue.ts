@@ -747,6 +747,8 @@ export type Symptom =
   | 'refresh'
   | 'notify'
   | 'webhook'
+  /** `secret-agent-webhook render`: its arguments, input, and a patch that would not apply (a bug). */
+  | 'render'
   /** Never shown as such: VaultResponseError is always reported as a ProviderError (vault/errors.ts). */
   | 'internal';
 
@@ -760,6 +762,7 @@ export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Sympto
   if (errorClass === 'ProviderError' || errorClass === 'SecretFormatError' || errorClass === 'WriteError')
     return 'delivery';
   if (errorClass === 'ServiceAccountError') return 'notify';
+  if (/^webhook\/(cli\/(?!serve\.ts$)|apply-patch\.ts$)/.test(file)) return 'render';
   if (file.startsWith('webhook/')) {
     // Annotation checks deny the pod; the same file's validators also check a few webhook settings.
     if (errorClass === 'ConfigError' && /^webhook\/(admission\/|annotations\.ts$)/.test(file))

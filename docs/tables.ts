@@ -194,6 +194,11 @@ export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
       ]),
     ),
   'logs-webhook': () => logTable('webhook'),
+  'errors-render': () =>
+    uniqueTable(
+      ['Error', 'Where', 'Problem', 'Fix'],
+      errorRows('render').map((r) => [r.errorClass, whereCell(r.where), prose(r.message), prose(r.fix)]),
+    ),
 };
 
 export const README_TABLES: Record<string, () => string> = {

@@ -1,50 +1,45 @@
 import packageJson from '../package.json' with { type: 'json' };
-import { ConfigErrors } from '../agent/contract/errors.ts';
-import { createLogger } from '../agent/log.ts';
-import { parseWebhookConfig } from './config.ts';
-import { inClusterApiOptions } from './kubernetes-api.ts';
-import { startWebhook } from './start.ts';
+import { programHelp } from './cli/help.ts';
+import { runRender } from './cli/render-command.ts';
+import { serve, startupFailed } from './cli/serve.ts';
 
-/** Exit codes: 2 invalid configuration; 70 an unexpected fault at start-up. */
-async function main(): Promise<void> {
-  if (process.argv.includes('--version')) {
-    process.stdout.write(`secret-agent-webhook ${packageJson.version}\n`);
-    process.exit(0);
-  }
-  let config;
-  try {
-    config = parseWebhookConfig(process.env);
-  } catch (e) {
-    if (e instanceof ConfigErrors) {
+/**
+ * Dispatches: no arguments serves the webhook (webhook/cli/serve.ts); `render` injects into
+ * manifests offline (webhook/cli/render-command.ts); --help and --version print and exit 0.
+ */
+
+const args = process.argv.slice(2);
+
+if (args[0] === 'render') {
+  runRender(args.slice(1), {
+    env: process.env,
+    readStdin: async () => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString('utf8');
+    },
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+  }).then(
+    // exitCode, not exit(): stdout may be a pipe still draining the manifests.
+    (code) => (process.exitCode = code),
+    (e: unknown) => {
+      const err = e as Error;
       process.stderr.write(
-        `secret-agent-webhook: invalid configuration\n${e.errors.map((err) => `  ${err.message}\n`).join('')}`,
+        `secret-agent-webhook render: unexpected failure: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
       );
-      process.exit(2);
-    }
-    throw e;
-  }
-  const log = createLogger(config.logLevel, { component: 'webhook' });
-  const webhook = await startWebhook(config, {
-    log,
-    kubernetes: () => inClusterApiOptions(process.env),
-    defaultMetrics: true,
-  });
-  const shutdown = (signal: NodeJS.Signals) => {
-    log.info({ signal }, 'shutting down');
-    // Endpoints removal races SIGTERM; in-flight admissions finish before close() resolves.
-    webhook.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
-}
-
-main().catch((e: unknown) => {
-  const err = e as Error;
-  process.stderr.write(
-    `secret-agent-webhook: start-up failed: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
+      process.exitCode = 70;
+    },
   );
-  process.exit(70);
-});
+} else if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(programHelp());
+} else if (args.includes('--version')) {
+  process.stdout.write(`secret-agent-webhook ${packageJson.version}\n`);
+} else if (args.length > 0) {
+  process.stderr.write(
+    `secret-agent-webhook: unknown argument ${JSON.stringify(args[0])}. Fix: run it without arguments to serve, or use render, --help or --version\n`,
+  );
+  process.exitCode = 2;
+} else {
+  serve().catch(startupFailed);
+}

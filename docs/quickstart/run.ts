@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1';
 import { AGENT_CONTAINER } from '../../webhook/annotations.ts';
 import { issueCertificateAuthority, issueServingCertificate } from '../../webhook/tls/issue-certificates.ts';
-import { applyJsonPatch, type JsonPatchOperation } from './apply-json-patch.ts';
+import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 import { localAgentEnv } from './local-agent-env.ts';
 import { describeExit, LoggedProcess } from './logged-process.ts';
 import { admissionReview, DEMO_POD_IDENTITY, samplePod } from './sample-pod.ts';

@@ -106,9 +106,9 @@ describe('docs/troubleshooting.md', () => {
       assert.match(rules, new RegExp(`alert: ${name}\\b`), `${name} is not an alert`);
   });
 
-  it('states the exit codes agent/main.ts and webhook/main.ts use', () => {
+  it('states the exit codes agent/main.ts and the webhook server (webhook/cli/serve.ts) use', () => {
     const agent = readFileSync(join(root, 'agent/main.ts'), 'utf8');
-    const webhook = readFileSync(join(root, 'webhook/main.ts'), 'utf8');
+    const webhook = readFileSync(join(root, 'webhook/cli/serve.ts'), 'utf8');
     for (const code of ['return 1;', 'return 2;', 'process.exit(70)']) assert.ok(agent.includes(code), code);
     for (const code of ['process.exit(2)', 'process.exit(70)']) assert.ok(webhook.includes(code), code);
     assert.match(guide, /`1` a secret\s+could not be delivered/);

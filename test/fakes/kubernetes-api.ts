@@ -8,7 +8,7 @@ import { Info } from '@kubernetes-models/apimachinery/version';
 import { MutatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { Secret } from 'kubernetes-models/v1';
 import { issueCertificateAuthority, issueServingCertificate } from '../../webhook/tls/issue-certificates.ts';
-import { applyPatch, type Operation } from '../webhook/json-patch.ts';
+import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 
 /**
  * A local HTTPS stand-in for the few Kubernetes API endpoints the webhook uses, speaking the
@@ -237,7 +237,7 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
           );
         let patched: KubeObject;
         try {
-          patched = applyPatch(current, JSON.parse(body) as Operation[]);
+          patched = applyJsonPatch(current, JSON.parse(body) as JsonPatchOperation[]);
         } catch (e) {
           return writeStatus(res, 422, 'Invalid', `the request is invalid: ${(e as Error).message}`, details);
         }

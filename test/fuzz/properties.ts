@@ -29,7 +29,7 @@ import { AtomicDir, WriteError } from '../../agent/write/atomic-dir.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, PREFIX } from '../../webhook/annotations.ts';
 import { assertNoCanary } from '../support/canary.ts';
 import { containerEnv, validatePod, type PodDoc } from '../webhook/fixtures.ts';
-import { applyPatch, type Operation } from '../webhook/json-patch.ts';
+import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 import {
   admissionReview,
   anyAgentEnv,
@@ -356,7 +356,7 @@ function checkAnswer(
   noCanary(patchText, 'the decoded JSON patch');
   let patched: PodDoc;
   try {
-    patched = applyPatch(sent.request.object, JSON.parse(patchText) as Operation[]);
+    patched = applyJsonPatch(sent.request.object, JSON.parse(patchText) as JsonPatchOperation[]);
   } catch (e) {
     throw new Finding(
       'contract',

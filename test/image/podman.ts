@@ -53,6 +53,10 @@ export interface ContainerSpec {
   readonly network?: 'host' | 'none';
   /** Replaces the image's entrypoint (e.g. its Node running a probe script). */
   readonly entrypoint?: readonly string[];
+  /** Arguments after the image, to its entrypoint (`render --check -f -`). */
+  readonly args?: readonly string[];
+  /** Written to the container's stdin (podman run --interactive), then closed. */
+  readonly stdin?: string;
 }
 
 let counter = 0;
@@ -78,10 +82,12 @@ export function podmanRunArgs(spec: ContainerSpec, name: string): string[] {
       `type=bind,src=${m.host},dst=${m.container}${m.readOnly ? ',ro=true' : ''}`,
     ]),
     ...Object.entries(spec.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]),
+    ...(spec.stdin === undefined ? [] : ['--interactive']),
     // podman takes the new entrypoint's first word as --entrypoint and the rest as arguments.
     ...(spec.entrypoint
       ? ['--entrypoint', JSON.stringify(spec.entrypoint.slice(0, 1)), spec.image, ...spec.entrypoint.slice(1)]
       : [spec.image]),
+    ...(spec.args ?? []),
   ];
 }
 
@@ -101,8 +107,10 @@ export function startContainer(spec: ContainerSpec): RunningContainer {
   const name = `secret-agent-test-${process.pid}-${++counter}`;
   const child = spawn('podman', podmanRunArgs(spec, name), {
     env: podman.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
+  // Without --interactive podman does not read it: closing it at once changes nothing.
+  child.stdin.end(spec.stdin ?? '');
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

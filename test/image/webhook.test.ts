@@ -80,6 +80,51 @@ describe('the webhook image, run by podman (read-only root, no capabilities, no 
     assert.equal(run.stdout, `secret-agent-webhook ${manifest.version}\n`);
   });
 
+  it('render --check -f - reads manifests on stdin: silent when all is well, else exit 1 as the bundle', async () => {
+    const { manifest } = builtImages();
+    const deployment = (name: string, reference: string) =>
+      [
+        'apiVersion: apps/v1',
+        'kind: Deployment',
+        `metadata: { name: ${name}, namespace: apps }`,
+        'spec:',
+        `  selector: { matchLabels: { app: ${name} } }`,
+        '  template:',
+        '    metadata:',
+        `      labels: { app: ${name}, secret-agent.io/inject: "true" }`,
+        `      annotations: { secret-agent.io/inject: "true", secret-agent.io/secret-db: "${reference}" }`,
+        '    spec:',
+        '      containers: [{ name: app, image: registry.example/app:1.0 }]',
+        '',
+      ].join('\n');
+    const good = deployment('good', 'aws:prod/db');
+    // A secret pasted where a reference belongs: refused, and never echoed.
+    const both = `${good}---\n${deployment('bad', canary('pasted-secret'))}`;
+    const env = { AGENT_IMAGE: manifest.images.agent.ref, AGENT_AWS_REGION: 'eu-west-1' };
+    const args = ['render', '--check', '-f', '-'];
+    const image = manifest.images.webhook.ref;
+
+    const clean = await runContainer({ image, env, args, stdin: good });
+    assert.deepEqual([clean.code, clean.stdout, clean.stderr], [0, '', '']);
+
+    const refused = await runContainer({ image, env, args, stdin: both });
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.equal(refused.stdout, '');
+    assert.match(
+      refused.stderr,
+      /^Deployment\/apps\/bad: secret-agent cannot inject this pod: secret-agent\.io\/secret-db: .+ Fix: .+\n$/,
+    );
+    const bundle = spawnSync(process.execPath, [join(ROOT, 'dist/webhook.js'), ...args], {
+      env: { PATH: '/usr/bin:/bin', ...env },
+      input: both,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assertNoCanary(bundle.stderr, 'the bundle’s render stderr');
+    assert.equal(refused.stderr, bundle.stderr);
+    assert.equal(bundle.status, 1);
+  });
+
   describe('bad input: the same errors and exit codes as the bundle', () => {
     const cases: [string, Record<string, string>][] = [
       ['no env at all', {}],

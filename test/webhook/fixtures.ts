@@ -1,7 +1,7 @@
 import { Pod } from 'kubernetes-models/v1';
 import type { Env } from '../../agent/contract/env.ts';
 import { parseWebhookConfig, type InjectionDefaults } from '../../webhook/config.ts';
-import { applyPatch, type Operation } from './json-patch.ts';
+import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 
 export const AGENT_IMAGE = 'ghcr.io/example/secret-agent:0.1.0';
 
@@ -66,14 +66,14 @@ export function basicPod(annotations: Record<string, string>, spec: Partial<PodD
   };
 }
 
-export function decodePatch(response: { patch?: string }): Operation[] {
+export function decodePatch(response: { patch?: string }): JsonPatchOperation[] {
   return response.patch
-    ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as Operation[])
+    ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as JsonPatchOperation[])
     : [];
 }
 
-export function mutate(pod: PodDoc, ops: readonly Operation[]): PodDoc {
-  return applyPatch(pod, ops);
+export function mutate(pod: PodDoc, ops: readonly JsonPatchOperation[]): PodDoc {
+  return applyJsonPatch(pod, ops);
 }
 
 /** Throws with the schema error if the pod is not a valid v1 Pod. */
