@@ -1,4 +1,4 @@
-import { pino, stdTimeFunctions, type Logger as PinoLogger } from 'pino';
+import { destination, pino, stdTimeFunctions, type Logger as PinoLogger } from 'pino';
 import type { LogLevel } from './contract/env.ts';
 
 export type Logger = PinoLogger;
@@ -22,13 +22,22 @@ const REDACT = [
   'headers["x-vault-token"]',
 ];
 
-/** JSON lines on stdout, synchronous so nothing is lost when init mode exits right after. */
+/**
+ * JSON lines on stdout, written synchronously so nothing is lost or reordered when the agent exits
+ * right after (init mode; main() ends with process.exit). pino's default destination writes
+ * asynchronously on libuv's threadpool: at exit it writes what is queued while the previous line is
+ * still in flight, so the last lines came out of order, and a line whose write met a full pipe was
+ * dropped (its retry timer never runs after exit). A sync write on a full pipe waits for the reader.
+ */
 export function createLogger(level: LogLevel, base: Record<string, string | undefined> = {}): Logger {
-  return pino({
-    level,
-    base: Object.fromEntries(Object.entries(base).filter(([, v]) => v !== undefined)),
-    timestamp: stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-    redact: { paths: REDACT, censor: '[redacted]' },
-  });
+  return pino(
+    {
+      level,
+      base: Object.fromEntries(Object.entries(base).filter(([, v]) => v !== undefined)),
+      timestamp: stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACT, censor: '[redacted]' },
+    },
+    destination({ fd: 1, sync: true }),
+  );
 }

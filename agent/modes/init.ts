@@ -14,6 +14,8 @@ export interface SecretFailure {
   readonly reason: string;
   readonly detail: string;
   readonly fix: string;
+  /** The host or URL the backend was asked at, when a backend was asked. */
+  readonly endpoint?: string;
 }
 
 export type InitResult =
@@ -34,13 +36,14 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
     setName: config.setName,
     requireMemoryFs: config.requireMemoryFs,
   });
+  if (dir.leftoversRemoved.length > 0)
+    log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
   const providers = new ProviderSet({ pod: config.pod, agentVersion });
   try {
-    const outcomes = await fetchSecrets(
-      config.secrets.map((s) => s.ref),
-      providers,
-      { deadlineMs: config.initDeadlineMs, log },
-    );
+    const outcomes = await fetchSecrets(config.secrets, providers, {
+      deadlineMs: config.initDeadlineMs,
+      log,
+    });
 
     const failures: SecretFailure[] = [];
     const files: FileEntry[] = [];
@@ -53,6 +56,7 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
           reason: outcome.error.reason,
           detail: outcome.error.message,
           fix: outcome.error.fix,
+          ...(outcome.endpoint !== undefined ? { endpoint: outcome.endpoint } : {}),
         });
         continue;
       }
@@ -89,14 +93,29 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
         };
       throw e;
     }
+    // Closed before the set is announced: from here on no client, socket or timer of ours is left to
+    // hold the process, and the debug line below shows what still is (stdio and the log's own writes).
+    await providers.close();
     log.info(
       { dir: config.secretsDir, files: files.length, secrets: config.secrets.length },
       'secrets written',
     );
+    if (log.isLevelEnabled('debug'))
+      log.debug({ resources: await activeResources() }, 'backend clients closed');
     return { ok: true, files: files.length };
   } finally {
     await providers.close();
   }
+}
+
+/**
+ * What could still keep the process alive, by type (no names or values): after one turn of the
+ * event loop, so requests that already finished (the write's file calls) are no longer listed.
+ * Expected: stdio (PipeWrap, TTYWrap) and the log's own pending writes (FSReqCallback).
+ */
+async function activeResources(): Promise<string[]> {
+  await new Promise((resolve) => setImmediate(resolve));
+  return process.getActiveResourcesInfo();
 }
 
 /** The stderr summary a person reads in `kubectl logs -c` or `kubectl describe pod`. */
@@ -106,6 +125,7 @@ export function formatFailureSummary(failures: readonly SecretFailure[], total: 
   ];
   for (const f of failures) {
     lines.push(`  ${f.id} (${f.ref}): ${f.reason}: ${f.detail}`, `      fix: ${f.fix}`);
+    if (f.endpoint !== undefined) lines.push(`      endpoint: ${f.endpoint}`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -13,7 +13,7 @@ import {
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
-import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
+import { describeFailure, fetchSecrets, ProviderSet, type FailedSecret } from '../fetch/fetch-secrets.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
@@ -87,6 +87,8 @@ export class Sidecar {
       setName: config.setName,
       requireMemoryFs: config.requireMemoryFs,
     });
+    if (dir.leftoversRemoved.length > 0)
+      deps.log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
     const sidecar = new Sidecar(config, dir, deps);
     const current = await dir.current();
     if (current) {
@@ -124,9 +126,14 @@ export class Sidecar {
     for (let attempt = 1; !this.#stopping && generation === this.#generation; attempt++) {
       this.#lastCycleAt = Date.now();
       const fill = { deadlineMs: this.#config.initDeadlineMs, full: true, fresh: true };
-      if ((await this.#refresh(this.#config.secrets, fill)).ok) break;
+      const { ok, failures } = await this.#refresh(this.#config.secrets, fill);
+      if (ok) break;
       const delay = backoffDelay(attempt, { baseMs: 1000, maxMs: 30_000 });
-      this.#log.warn({ attempt, delayMs: delay }, 'not every secret could be delivered yet; retrying');
+      // Which secrets are missing, where they were asked and why: the pod's only clue while not ready.
+      this.#log.warn(
+        { attempt, delayMs: delay, secrets: failures },
+        'not every secret could be delivered yet; retrying',
+      );
       await sleep(delay);
     }
     if (this.#stopping || generation !== this.#generation) return;
@@ -229,20 +236,17 @@ export class Sidecar {
   async #refresh(
     specs: readonly SecretSpec[],
     opts: { deadlineMs: number; full: boolean; maxAttempts?: number; fresh?: boolean },
-  ): Promise<{ ok: boolean; retryAfterMs: number }> {
-    const outcomes = await fetchSecrets(
-      specs.map((s) => s.ref),
-      this.#providers,
-      {
-        deadlineMs: opts.deadlineMs,
-        log: this.#log,
-        ...(opts.maxAttempts ? { maxAttempts: opts.maxAttempts } : {}),
-        ...(opts.fresh ? {} : { known: this.#values }),
-        observe: (provider, ms, results) => this.#observe(provider, ms, results),
-      },
-    );
+  ): Promise<{ ok: boolean; retryAfterMs: number; failures: FailedSecret[] }> {
+    const outcomes = await fetchSecrets(specs, this.#providers, {
+      deadlineMs: opts.deadlineMs,
+      log: this.#log,
+      ...(opts.maxAttempts ? { maxAttempts: opts.maxAttempts } : {}),
+      ...(opts.fresh ? {} : { known: this.#values }),
+      observe: (provider, ms, results) => this.#observe(provider, ms, results),
+    });
     let allOk = true;
     let retryAfterMs = 0;
+    const failures: FailedSecret[] = [];
     const fresh = new Map<string, SourceValue>();
     for (const spec of specs) {
       const key = sourceKey(spec.ref);
@@ -253,12 +257,16 @@ export class Sidecar {
       } else {
         allOk = false;
         retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
+        const failed = describeFailure(spec, outcome);
+        failures.push(failed);
         this.#log.warn(
           {
-            id: spec.id,
-            ref: spec.ref.text,
-            reason: outcome.error.reason,
-            detail: outcome.error.message,
+            id: failed.id,
+            ref: failed.ref,
+            file: failed.file,
+            endpoint: failed.endpoint,
+            reason: failed.reason,
+            detail: failed.detail,
             fix: outcome.error.fix,
           },
           this.#ready ? 'refresh failed; keeping the last good files' : 'secret not delivered',
@@ -266,13 +274,18 @@ export class Sidecar {
       }
     }
     // Apply one refresh at a time, so concurrent groups never interleave their swaps.
-    const applied = this.#applying.then(() => this.#apply(fresh, opts.full));
+    const applied = this.#applying.then(() => this.#apply(fresh, opts.full, failures));
     this.#applying = applied.catch(() => undefined);
     const wrote = await applied;
-    return { ok: allOk && wrote, retryAfterMs };
+    return { ok: allOk && wrote, retryAfterMs, failures };
   }
 
-  async #apply(fresh: ReadonlyMap<string, SourceValue>, full: boolean): Promise<boolean> {
+  /** `failures` gets the secrets whose new value does not fit their format. */
+  async #apply(
+    fresh: ReadonlyMap<string, SourceValue>,
+    full: boolean,
+    failures: FailedSecret[] = [],
+  ): Promise<boolean> {
     const changedSources = [...fresh].filter(
       ([key, v]) => !equalBytes(this.#values.get(key)?.bytes, v.bytes),
     );
@@ -297,6 +310,14 @@ export class Sidecar {
           { id: spec.id, ref: spec.ref.text, reason: 'format', detail: e.message, fix: e.fix },
           'new value does not fit the format; keeping the last good one',
         );
+        failures.push({
+          id: spec.id,
+          ref: spec.ref.text,
+          file: fileLabel(spec),
+          reason: 'format',
+          detail: e.message,
+          endpoint: undefined,
+        });
         this.metrics.failures.inc({ provider: spec.ref.provider, reason: 'format' });
         const previous = this.#values.get(key);
         if (previous) candidate.set(key, previous);

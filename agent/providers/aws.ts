@@ -19,6 +19,8 @@ import {
 
 /** BatchGetSecretValue takes at most 20 ids a call. */
 const BATCH_SIZE = 20;
+/** A request's limit when the caller gives no attempt budget (fetches always do). */
+const REQUEST_TIMEOUT_MS = 15_000;
 
 /**
  * AWS Secrets Manager. Credentials and endpoint come from the SDK's own chain (IRSA web identity,
@@ -28,6 +30,8 @@ const BATCH_SIZE = 20;
  */
 export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
   const clients = new Map<string, SecretsManagerClient>();
+  /** The endpoint each region's client last sent a request to, as the SDK resolved it. */
+  const endpoints = new Map<string, string>();
   const defaultRegion = process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
   // Some IAM policies grant GetSecretValue but not BatchGetSecretValue; after one denial, stop batching.
   let batchAllowed = true;
@@ -39,8 +43,27 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
         region,
         maxAttempts: 1,
         customUserAgent: userAgent(options),
-        requestHandler: { connectionTimeout: 5000, requestTimeout: 15_000 },
+        // Without throwOnRequestTimeout the SDK only warns when requestTimeout passes; each send
+        // lowers it to the attempt's budget.
+        requestHandler: {
+          connectionTimeout: 5000,
+          requestTimeout: REQUEST_TIMEOUT_MS,
+          throwOnRequestTimeout: true,
+        },
       });
+      // Built requests carry the endpoint the SDK resolved (region, AWS_ENDPOINT_URL_*, FIPS): logs name it.
+      client.middlewareStack.add(
+        (next) => async (args) => {
+          const request = args.request as { protocol?: string; hostname?: string; port?: number };
+          if (request.hostname)
+            endpoints.set(
+              region,
+              `${request.protocol ?? 'https:'}//${request.hostname}${request.port ? `:${request.port}` : ''}`,
+            );
+          return next(args);
+        },
+        { step: 'build', name: 'secretAgentEndpoint' },
+      );
       clients.set(region, client);
     }
     return client;
@@ -54,7 +77,7 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
           ...(ref.versionStage ? { VersionStage: ref.versionStage } : {}),
           ...(ref.versionId ? { VersionId: ref.versionId } : {}),
         }),
-        { abortSignal: ctx.signal },
+        sendOptions(ctx),
       );
       return toValue(out);
     } catch (e) {
@@ -76,7 +99,7 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
           SecretIdList: refs.map((r) => r.secretId),
           ...(nextToken ? { NextToken: nextToken } : {}),
         }),
-        { abortSignal: ctx.signal },
+        sendOptions(ctx),
       );
       entries.push(...(out.SecretValues ?? []));
       for (const err of out.Errors ?? []) {
@@ -164,12 +187,33 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
       );
       return refs.map((ref) => outcomes.get(ref)!);
     },
+    endpoint(ref) {
+      const region = ref.region ?? defaultRegion;
+      if (!region) return undefined;
+      return (
+        endpoints.get(region) ?? configuredEndpoint() ?? `https://secretsmanager.${region}.amazonaws.com`
+      );
+    },
     close() {
+      // destroy() closes the keep-alive sockets; the agent exits right after an init run.
       for (const client of clients.values()) client.destroy();
       clients.clear();
     },
   };
 };
+
+/** The attempt's abort signal and time budget, for one send. */
+function sendOptions(ctx: FetchContext): { abortSignal: AbortSignal; requestTimeout?: number } {
+  return {
+    abortSignal: ctx.signal,
+    ...(ctx.timeoutMs !== undefined ? { requestTimeout: Math.max(1, Math.round(ctx.timeoutMs)) } : {}),
+  };
+}
+
+/** The endpoint override of the SDK's standard env, for a log line before any request was built. */
+function configuredEndpoint(): string | undefined {
+  return process.env.AWS_ENDPOINT_URL_SECRETS_MANAGER || process.env.AWS_ENDPOINT_URL || undefined;
+}
 
 /** The pod's identity rides in the user agent, so CloudTrail shows which pod read which secret. */
 function userAgent(options: ProviderOptions): [string, string][] {

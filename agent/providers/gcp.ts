@@ -19,8 +19,10 @@ import {
 
 /** At most this many AccessSecretVersion calls in flight: the API has no batch read. */
 const CONCURRENCY = 8;
-/** A backstop gRPC deadline; the agent's per-attempt signal normally cancels first. */
-const CALL_TIMEOUT_MS = 30_000;
+/** The gRPC deadline of a call made without an attempt budget (fetches always have one). */
+const CALL_TIMEOUT_MS = 15_000;
+/** The public endpoint, when GCP_SECRET_MANAGER_ENDPOINT does not override it. */
+const DEFAULT_ENDPOINT = 'secretmanager.googleapis.com:443';
 
 /** What GetSecretVersion says about a version, without reading its payload. */
 export interface GcpVersionState {
@@ -33,7 +35,7 @@ export interface GcpVersionState {
 }
 
 export interface GcpProvider extends Provider<GcpReference> {
-  close(): void;
+  close(): Promise<void>;
   peekVersions(refs: readonly GcpReference[], ctx: FetchContext): Promise<(string | undefined)[]>;
   /**
    * GetSecretVersion: a metadata read (no payload, no access to the value) that tells which version
@@ -101,7 +103,12 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
     return `projects/${project}/secrets/${ref.secret}/versions/${ref.version}`;
   };
 
-  const callOptions = (ctx: FetchContext) => ({ retry: null, timeout: CALL_TIMEOUT_MS, signal: ctx.signal });
+  // The gRPC deadline is the attempt's budget: the server learns it too, and a hung call ends in time to retry.
+  const callOptions = (ctx: FetchContext) => ({
+    retry: null,
+    timeout: Math.max(1, Math.round(ctx.timeoutMs ?? CALL_TIMEOUT_MS)),
+    signal: ctx.signal,
+  });
 
   const access = async (ref: GcpReference, ctx: FetchContext): Promise<SecretValue> => {
     const name = versionName(ref);
@@ -144,9 +151,12 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
         throw gcpError(e, name, ctx);
       }
     },
-    close() {
-      void client?.close().catch(() => undefined);
+    endpoint: () => (endpoint ? `${endpoint.servicePath}:${endpoint.port}` : DEFAULT_ENDPOINT),
+    async close() {
+      // Awaited: an open gRPC channel keeps the process alive and its sockets open.
+      const closing = client;
       client = undefined;
+      await closing?.close().catch(() => undefined);
     },
   };
   return provider;

@@ -57,11 +57,22 @@ export class ProviderError extends Error {
 }
 
 export type FetchOutcome =
-  { readonly ok: true; readonly value: SecretValue } | { readonly ok: false; readonly error: ProviderError };
+  | { readonly ok: true; readonly value: SecretValue }
+  | {
+      readonly ok: false;
+      readonly error: ProviderError;
+      /** Where the provider asked (Provider.endpoint), for logs; filled in by fetchSecrets. */
+      readonly endpoint?: string;
+    };
 
 export interface FetchContext {
   /** Aborted when the attempt's time is up. */
   readonly signal: AbortSignal;
+  /**
+   * The attempt's time budget (ms), a share of what is left of the deadline: a provider bounds its
+   * own request timeouts by it, so one hung connection costs one attempt, not the whole deadline.
+   */
+  readonly timeoutMs?: number;
 }
 
 export interface Provider<R extends SecretReference = SecretReference> {
@@ -81,8 +92,16 @@ export interface Provider<R extends SecretReference = SecretReference> {
    * when a value must be fetched again before it stops working (a lease that cannot be renewed).
    */
   keepAlive?(refetch: (reason: string) => void): void;
-  /** Releases clients, sockets and timers. */
-  close?(): void;
+  /**
+   * Where `ref` is fetched from, for logs: the host or URL the provider talks to (the overridden
+   * endpoint when one is set). Never a credential.
+   */
+  endpoint?(ref: R): string | undefined;
+  /**
+   * Releases clients, sockets and timers; resolves once they are gone, so nothing of the provider
+   * keeps the process alive after an init run.
+   */
+  close?(): void | Promise<void>;
 }
 
 export interface ProviderOptions {

@@ -106,6 +106,8 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
       });
       session.start();
     },
+    // Every request of a reference goes to VAULT_ADDR (a namespace is a header, not another host).
+    endpoint: () => settings.addr.origin,
     close() {
       session.stop();
       api.close();

@@ -51,16 +51,20 @@ export class WriteError extends Error {
  */
 export class AtomicDir {
   readonly dir: string;
+  /**
+   * What open() removed: this set's payload directories that `..data` did not point to and a stale
+   * `..data_tmp` link, left by a run that was killed mid-write. Names only, for a log line.
+   */
+  readonly leftoversRemoved: readonly string[];
   readonly #link: string;
   readonly #ownDir: RegExp;
   #queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(dir: string, setName: string) {
+  private constructor(dir: string, setName: string, leftoversRemoved: readonly string[]) {
     this.dir = dir;
+    this.leftoversRemoved = leftoversRemoved;
     this.#link = `..${setName}`;
-    this.#ownDir = new RegExp(
-      `^\\.\\.${setName.replace(/[^A-Za-z0-9]/g, '\\$&')}_\\d{4}(_\\d\\d){5}\\.\\d{3}_[A-Za-z0-9]{6}$`,
-    );
+    this.#ownDir = ownPayloadPattern(setName);
   }
 
   /** Checks the directory exists, is writable and (unless told otherwise) lives in memory. */
@@ -104,7 +108,7 @@ export class AtomicDir {
         );
       }
     }
-    return new AtomicDir(resolved, setName);
+    return new AtomicDir(resolved, setName, await removeLeftovers(resolved, setName));
   }
 
   /** The path readers should resolve once to read a consistent set. */
@@ -248,6 +252,43 @@ export class AtomicDir {
       }
     }
   }
+}
+
+/** This set's timestamped payload directories, `..<set>_2026_11_22_10_00_00.000_Ab12Cd`, and nothing else. */
+function ownPayloadPattern(setName: string): RegExp {
+  return new RegExp(
+    `^\\.\\.${setName.replace(/[^A-Za-z0-9]/g, '\\$&')}_\\d{4}(_\\d\\d){5}\\.\\d{3}_[A-Za-z0-9]{6}$`,
+  );
+}
+
+/**
+ * At start: what a run of this set killed mid-write left behind, its payload directories that
+ * `..<set>` does not point to (none is live: one writer per set, and readers only ever follow the
+ * link) and a `..<set>_tmp` symlink. Removed now rather than after the next write, which may never
+ * come if the backend is down. The live payload and anything this set did not create stay.
+ */
+async function removeLeftovers(dir: string, setName: string): Promise<string[]> {
+  const own = ownPayloadPattern(setName);
+  const link = `..${setName}`;
+  const live = await readlink(join(dir, link)).catch(() => undefined);
+  // Best effort throughout: what cannot go now is retried after the next write (#removeStale).
+  const done = (p: Promise<unknown>) =>
+    p.then(
+      () => true,
+      () => false,
+    );
+  const removed: string[] = [];
+  for (const entry of await readdir(dir).catch(() => [])) {
+    const path = join(dir, entry);
+    if (entry === `${link}_tmp`) {
+      // Only our own kind of thing: a symlink; a file or directory of that name is someone else's.
+      const info = await lstat(path).catch(() => undefined);
+      if (info?.isSymbolicLink() && (await done(unlink(path)))) removed.push(entry);
+    } else if (entry !== live && own.test(entry)) {
+      if (await done(rm(path, { recursive: true, force: true }))) removed.push(entry);
+    }
+  }
+  return removed;
 }
 
 function timestamp(): string {

@@ -20,6 +20,32 @@ const SECRETS = 50;
 const SECRET_BYTES = 500 * 1024;
 
 /**
+ * Where a process is, from /proc: `Z` means it has exited and only waits for this process to reap
+ * it (the delay is on the test's side); otherwise its threads and the kernel function each sleeps in.
+ */
+function processState(pid: number): string {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch {
+      return '?';
+    }
+  };
+  const state = read(`/proc/${pid}/stat`).split(') ')[1]?.split(' ')[0] ?? 'gone';
+  if (state === 'Z' || state === 'gone') return `state ${state}`;
+  let tasks: string[] = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    // gone meanwhile
+  }
+  const threads = tasks.map(
+    (tid) => `${read(`/proc/${pid}/task/${tid}/comm`)}:${read(`/proc/${pid}/task/${tid}/wchan`)}`,
+  );
+  return `state ${state}; threads ${threads.join(', ')}`;
+}
+
+/**
  * 50 secrets of ~500 KB (file: provider) plus a small `generation` file: a rotation of the small
  * one makes the agent write a whole new 25 MB payload, a swap long enough to be interrupted.
  */
@@ -99,9 +125,12 @@ describe('fault: SIGTERM (or a crash) while the agent writes a large set', () =>
   };
 
   /**
-   * The next start of the pod: an init run over the same volume. Its exit is checked when it comes;
-   * under heavy parallel load an init run was seen (3 times in ~15 suite runs) to log 'secrets written' and
-   * then not exit for over 10 s, which is reported and not yet explained, so that alone does not fail here.
+   * The next start of the pod: an init run over the same volume. Its exit is checked when it comes.
+   * Under heavy parallel load an init run was once seen (3 times in ~15 suite runs) to log 'secrets
+   * written' and not exit for over 10 s (issue 10, R1). Its clients are now closed before that line
+   * and nothing of the agent's is left open after it (test/faults/init-exit-under-load.test.ts checks
+   * that mechanism 100 times under load); a slow exit here is still only a diagnostic, as it may be
+   * this process being starved, but it now says which side was slow.
    */
   const nextStart = async (t: TestContext, dir: string) => {
     const agent = startAgent(env(dir, 'init'));
@@ -109,7 +138,15 @@ describe('fault: SIGTERM (or a crash) while the agent writes a large set', () =>
       await agent.waitForLog((l) => l.msg === 'secrets written', 30_000);
       const gone = await exited(agent, 'the init run to end', 10_000).catch(() => false);
       if (gone) assert.equal((await agent.stop()).code, 0, agent.output().stderr);
-      else t.diagnostic(`the init run wrote its set but had not exited 10 s later (pid ${agent.pid})`);
+      else
+        t.diagnostic(
+          `the init run wrote its set but had not exited 10 s later (pid ${agent.pid}): ${processState(agent.pid)}; last lines: ${JSON.stringify(
+            agent
+              .output()
+              .logs.slice(-2)
+              .map((l) => l.msg),
+          )}`,
+        );
     } finally {
       await agent.stop('SIGKILL');
     }

@@ -9,10 +9,10 @@ import { ceiling, FIRST_FILL_SCHEDULE } from './schedule.ts';
 let backend: Backend;
 
 /**
- * A backend that takes the request and never answers. The agent's own per-attempt limits are the
- * AWS SDK's requestTimeout (15 s, agent/providers/aws.ts) and ATTEMPT_TIMEOUT_MS (20 s,
- * agent/fetch/fetch-secrets.ts); these tests bound themselves with INIT_DEADLINE instead, except
- * the one refresh that must outlast the SDK's 15 s.
+ * A backend that takes the request and never answers. Each attempt gets a third of INIT_DEADLINE
+ * (at least 1 s, at most 15 s; the last one all that is left), and the AWS SDK's request timeout
+ * follows it (attemptBudgetMs in agent/fetch/fetch-secrets.ts). These tests bound themselves with
+ * INIT_DEADLINE, except the one refresh, a single attempt that must outlast its 15 s.
  */
 describe('fault: the backend is slower than the timeouts', () => {
   before(async () => {
@@ -34,7 +34,7 @@ describe('fault: the backend is slower than the timeouts', () => {
     assert.equal(backend.proxy.calls.length, 1, 'one call: a slow backend is not hammered');
   });
 
-  it('init: a backend that never answers → the attempt is cut at INIT_DEADLINE, exit 1 with "timeout", nothing written', async () => {
+  it('init: a backend that never answers → each attempt is cut in time for a retry, exit 1 with "timeout" at INIT_DEADLINE, nothing written', async () => {
     using dir = memoryDir();
     await backend.put('slow/hang', canary('slow-hang'));
     backend.proxy.always({ kind: 'hang' });
@@ -45,9 +45,11 @@ describe('fault: the backend is slower than the timeouts', () => {
     assert.match(run.stderr, /SECRET_0 \(aws:slow\/hang\): timeout: the request timed out/);
     assert.match(run.stderr, /nothing was written/);
     assert.deepEqual(readdirSync(dir.path), []);
-    // The one attempt used the whole deadline: no time was left for a retry.
-    assert.equal(backend.proxy.calls.length, 1);
-    assert.equal(run.logs.filter((l) => l.msg === 'transient backend errors; retrying').length, 0);
+    // A 2 s deadline: the first attempt is cut after 1 s, the second gets what is left.
+    const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
+    assert.equal(retries.length, 1);
+    assert.deepEqual(retries[0]!.reasons, ['timeout']);
+    assert.equal(backend.proxy.calls.length, 2, 'one call per attempt, no hidden SDK retries');
   });
 
   it('sidecar first fill: hung rounds are cut at INIT_DEADLINE and retried with backoff; ready once the backend answers', async () => {
@@ -89,7 +91,7 @@ describe('fault: the backend is slower than the timeouts', () => {
     }
   });
 
-  it('sidecar refresh: a hung refresh is given up after the SDK’s 15 s request timeout; files kept, still ready, recovers', async () => {
+  it('sidecar refresh: a hung refresh is given up after its 15 s attempt budget; files kept, still ready, recovers', async () => {
     using dir = memoryDir();
     const before = canary('slow-before');
     await backend.put('slow/refresh', before);
