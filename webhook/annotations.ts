@@ -1,5 +1,6 @@
 import { AGENT_SETTINGS, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { ConfigError, quote } from '../agent/contract/errors.ts';
+import { parseReference, type SecretReference } from '../agent/contract/reference.ts';
 import { validateRelativePath } from '../agent/contract/path.ts';
 
 /**
@@ -25,9 +26,20 @@ export const AGENT_PORT_NAME = 'secret-agent';
 
 export type InjectionMode = 'init' | 'sidecar' | 'init+sidecar';
 
+/**
+ * How an error may show an annotation's value (webhook/admission/redact.ts applies it to refusals).
+ * `quote`: names, enums, booleans, durations, modes, quantities, paths, container names: never a
+ * secret, shown as written so the message is readable. `shape`: text that could be a secret pasted
+ * by mistake (a reference, a command, free text): only its length. `url`: method, scheme, host and
+ * port only; userinfo, path, query and fragment (where credentials and tokens live) become `…`.
+ */
+export type Echo = 'quote' | 'shape' | 'url';
+
 export interface Annotation<T> {
   /** Type of the value, as the docs show it. */
   readonly type: string;
+  /** How a refusal may show a bad value of this annotation. */
+  readonly echo: Echo;
   /** The default as written in an annotation; undefined means unset unless the pod sets it. */
   readonly default: string | undefined;
   readonly doc: string;
@@ -45,10 +57,12 @@ function agentSetting<K extends keyof typeof AGENT_SETTINGS>(
   env: K,
   type: string,
   doc: string,
+  echo: Echo,
 ): Annotation<string> {
   const setting = AGENT_SETTINGS[env];
   return {
     type,
+    echo,
     // Shown in the docs; never applied here: the agent applies its own default when the env is unset.
     default: setting.default,
     doc: `${doc} Passed to the agent as \`${env}\`.`,
@@ -137,30 +151,36 @@ function pattern(re: RegExp, what: string, example: string) {
 export const POD_ANNOTATIONS = {
   inject: annotation({
     type: 'bool',
+    echo: 'quote',
     default: 'false',
     doc: 'Opt-in: `"true"` injects the agent. The pod also needs the label `secret-agent.io/inject: "true"`, or the API server never sends it to the webhook.',
     parse: boolean,
   }),
   status: annotation({
     type: 'string',
+    // Free text the webhook never parses: nothing to gain from showing it.
+    echo: 'shape',
     default: undefined,
     doc: 'Set by the webhook to `injected` on pods it mutated; a pod carrying it is left alone (reinvocation, re-admission). Do not set it yourself.',
     parse: (text) => text,
   }),
   mode: annotation({
     type: '`init` | `sidecar` | `init+sidecar`',
+    echo: 'quote',
     default: 'init+sidecar',
     doc: '`init`: write the files once before the app starts. `sidecar`: keep them fresh while the app runs (the app may start first). `init+sidecar`: both; one native sidecar where the cluster has them.',
     parse: injectionMode,
   }),
   'mount-path': annotation({
     type: 'absolute path',
+    echo: 'quote',
     default: '/etc/secrets',
     doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var.',
     parse: absolutePath,
   }),
   containers: annotation({
     type: 'comma-separated names',
+    echo: 'quote',
     default: undefined,
     doc: 'Containers and init containers that get the mount and `SECRETS_DIR`. Default: all of them.',
     parse: containerList,
@@ -168,116 +188,139 @@ export const POD_ANNOTATIONS = {
   'file-mode': agentSetting(
     'FILE_MODE',
     'octal mode',
-    'Default mode of the written files (0400: readable only by the agent’s user, which is the pod’s runAsUser).',
+    'Default mode of the written files (0400: readable only by the agent’s user, which is the pod’s runAsUser). A mode readable by others, such as 0644, is admitted with a warning.',
+    'quote',
   ),
   'refresh-interval': agentSetting(
     'REFRESH_INTERVAL',
     'duration',
-    'How often the sidecar checks each secret for a new version.',
+    'How often the sidecar checks each secret for a new version. Under 30s is admitted with a warning (every check is a backend call).',
+    'quote',
   ),
   'init-deadline': agentSetting(
     'INIT_DEADLINE',
     'duration',
     'How long the first fetch retries transient errors.',
+    'quote',
   ),
-  'log-level': agentSetting('LOG_LEVEL', 'pino level', 'The agent’s log level.'),
+  'log-level': agentSetting('LOG_LEVEL', 'pino level', 'The agent’s log level.', 'quote'),
   'rotation-signal': agentSetting(
     'ROTATION_SIGNAL',
     'signal',
     'Signal sent to the app after a rotation; needs rotation-signal-process or -pidfile. Turns on `shareProcessNamespace` (denied if the pod sets it to false).',
+    'quote',
   ),
   'rotation-signal-process': agentSetting(
     'ROTATION_SIGNAL_PROCESS',
     'process name',
     'Name of the process to signal.',
+    'quote',
   ),
   'rotation-signal-pidfile': agentSetting(
     'ROTATION_SIGNAL_PIDFILE',
     'absolute path',
     'File holding the PID to signal.',
+    'quote',
   ),
   'exit-with-process': agentSetting(
     'EXIT_WITH_PROCESS',
     'process name',
     'A run-to-completion pod (a Job’s) on a cluster without native sidecars: the sidecar exits once the app’s process of this name (as in /proc/PID/comm, e.g. python3; a Node 24 app shows MainThread unless it sets process.title) has run and ended, so the pod can complete. Turns on `shareProcessNamespace` (denied if the pod sets it to false). Ignored, with a warning, where no classic sidecar runs: the kubelet stops native sidecars itself.',
+    'quote',
   ),
+  // A URL may carry credentials (userinfo) or a token (path, query): only its host part is shown.
   'rotation-http-url': agentSetting(
     'ROTATION_HTTP_URL',
     '`[METHOD] URL`',
     'HTTP request made after a rotation, e.g. `POST http://127.0.0.1:8080/-/reload`.',
+    'url',
   ),
+  // Free text: a command line may hold a token as an argument.
   'rotation-command': agentSetting(
     'ROTATION_COMMAND',
     'command',
     'Command the agent runs (no shell) after a rotation.',
+    'shape',
   ),
   'restart-on-change': agentSetting(
     'RESTART_ON_CHANGE',
     'bool',
     'Restart the pod’s owner after a rotation; needs the agent RBAC (deploy/agent-rbac).',
+    'quote',
   ),
   'restart-delete-bare-pod': agentSetting(
     'RESTART_DELETE_BARE_POD',
     'bool',
     'With restart-on-change: delete a pod that has no owner.',
+    'quote',
   ),
   'agent-http-addr': agentSetting(
     'AGENT_HTTP_ADDR',
     'HOST:PORT',
     'Where the sidecar serves /healthz, /readyz and /metrics (default 0.0.0.0:8099). Move it when the port is taken; the host must be 0.0.0.0 or [::] for the kubelet’s probes.',
+    'quote',
   ),
   'agent-cpu-request': annotation({
     type: 'quantity',
+    echo: 'quote',
     default: undefined,
     doc: 'The agent container’s CPU request (default: AGENT_CPU_REQUEST).',
     parse: quantity,
   }),
   'agent-cpu-limit': annotation({
     type: 'quantity',
+    echo: 'quote',
     default: undefined,
     doc: 'The agent container’s CPU limit (default: AGENT_CPU_LIMIT, none).',
     parse: quantity,
   }),
   'agent-memory-request': annotation({
     type: 'quantity',
+    echo: 'quote',
     default: undefined,
     doc: 'The agent container’s memory request (default: AGENT_MEMORY_REQUEST).',
     parse: quantity,
   }),
   'agent-memory-limit': annotation({
     type: 'quantity',
+    echo: 'quote',
     default: undefined,
     doc: 'The agent container’s memory limit (default: AGENT_MEMORY_LIMIT).',
     parse: quantity,
   }),
   'agent-run-as-user': annotation({
     type: 'uid',
+    echo: 'quote',
     default: undefined,
     doc: 'User the agent runs as. Default: the pod’s `securityContext.runAsUser` when it is set and not 0 (so 0400 files are readable by the app), else AGENT_RUN_AS_USER (65532). Never 0.',
     parse: userId,
   }),
   'volume-size-limit': annotation({
     type: 'quantity',
+    echo: 'quote',
     default: undefined,
     doc: 'Size limit of the memory-medium volume (default: SECRETS_VOLUME_SIZE_LIMIT). Counts against the pod’s memory.',
     parse: quantity,
   }),
   'aws-region': annotation({
     type: 'region',
+    echo: 'quote',
     default: undefined,
-    doc: 'AWS region for `aws:NAME` references (default: AGENT_AWS_REGION). Passed as `AWS_REGION`.',
+    doc: 'AWS region for `aws:NAME` references (default: AGENT_AWS_REGION; ARNs carry their own). A pod with `aws:NAME` references and neither is refused. Passed as `AWS_REGION`.',
     parse: pattern(AWS_REGION, 'an AWS region', 'eu-west-1'),
   }),
   'gcp-project': annotation({
     type: 'project id',
+    echo: 'quote',
     default: undefined,
-    doc: 'GCP project for `gcp:SECRET` references (default: AGENT_GCP_PROJECT). Passed as `GCP_PROJECT`.',
+    doc: 'GCP project for `gcp:SECRET` references (default: AGENT_GCP_PROJECT; `projects/P/…` carries its own). A pod with `gcp:SECRET` references and neither is refused. Passed as `GCP_PROJECT`.',
     parse: pattern(GCP_PROJECT, 'a GCP project id', 'my-project'),
   }),
   'vault-role': annotation({
     type: 'role name',
+    echo: 'quote',
     default: undefined,
-    doc: 'Vault Kubernetes-auth role (default: AGENT_VAULT_ROLE). The Vault address and auth mount are cluster settings only. Passed as `VAULT_ROLE`.',
+    doc: 'Vault Kubernetes-auth role (default: AGENT_VAULT_ROLE). A pod with `vault:` references and neither is refused. The Vault address and auth mount are cluster settings only. Passed as `VAULT_ROLE`.',
     parse: pattern(/^[A-Za-z0-9_.@-]{1,128}$/, 'a Vault role name', 'my-app'),
   }),
 } as const;
@@ -289,32 +332,38 @@ export type PodAnnotationName = keyof typeof POD_ANNOTATIONS;
  * annotation names cannot hold `/`, so `path-<file>` moves a file into a sub-directory.
  */
 export const FILE_ANNOTATIONS = {
-  secret: annotation({
+  secret: annotation<SecretReference>({
     type: 'reference',
+    // A reference is a name, but text that fails to parse as one may be the secret itself.
+    echo: 'shape',
     default: undefined,
-    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path.',
-    parse: (text, field) => (SECRET_SETTINGS.REF.parse(text, field), text),
+    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path. `aws:NAME` needs a region (aws-region or AGENT_AWS_REGION), `gcp:SECRET` a project (gcp-project or AGENT_GCP_PROJECT), `vault:` the cluster’s AGENT_VAULT_ADDR and a role (vault-role or AGENT_VAULT_ROLE): a pod without them is refused.',
+    parse: parseReference,
   }),
   path: annotation({
     type: 'relative path',
+    echo: 'quote',
     default: '`<file>`',
     doc: 'Path of the file inside the mount path, sub-directories allowed (e.g. `db/password`), never escaping it. For `format-<file>: split`, the directory the keys go into; `.` means the top level.',
     parse: (text, field) => (text === '.' ? '' : validateRelativePath(text, field)),
   }),
   format: annotation({
     type: '`raw` | `split` | `dotenv`',
+    echo: 'quote',
     default: 'raw',
     doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT).',
     parse: (text, field) => SECRET_SETTINGS.FORMAT.parse(text, field),
   }),
   'file-mode': annotation({
     type: 'octal mode',
+    echo: 'quote',
     default: '`file-mode`',
     doc: 'Mode of this file.',
     parse: (text, field) => (SECRET_SETTINGS.MODE.parse(text, field), text),
   }),
   'refresh-interval': annotation({
     type: 'duration',
+    echo: 'quote',
     default: '`refresh-interval`',
     doc: 'Sidecar refresh period of this file.',
     parse: (text, field) => (SECRET_SETTINGS.REFRESH_INTERVAL.parse(text, field), text),
@@ -337,4 +386,16 @@ export function matchFileAnnotation(key: string): { name: FileAnnotationName; fi
     if (key.startsWith(prefix) && key.length > prefix.length) return { name, file: key.slice(prefix.length) };
   }
   return undefined;
+}
+
+/**
+ * The declared annotation behind a full `secret-agent.io/…` key, pod-wide or per-file (also when the
+ * file name is not a valid one); undefined for a key that is none of ours.
+ */
+export function annotationFor(key: string): Annotation<unknown> | undefined {
+  if (!key.startsWith(PREFIX)) return undefined;
+  const name = key.slice(PREFIX.length);
+  if (Object.hasOwn(POD_ANNOTATIONS, name)) return POD_ANNOTATIONS[name as PodAnnotationName];
+  const match = matchFileAnnotation(name);
+  return match ? FILE_ANNOTATIONS[match.name] : undefined;
 }

@@ -1,3 +1,5 @@
+// First, for its effect: on a Node older than the images' it stops here, before anything else runs.
+import '../agent/require-node-version.ts';
 import packageJson from '../package.json' with { type: 'json' };
 import { programHelp } from './cli/help.ts';
 import { runRender } from './cli/render-command.ts';

@@ -19,6 +19,12 @@ export interface WebhookServerOptions {
   readonly isReady?: () => boolean;
 }
 
+const DECISION_MESSAGES = {
+  injected: 'pod injected',
+  skipped: 'pod skipped',
+  denied: 'pod refused',
+} as const;
+
 class HttpError extends Error {
   readonly status: number;
   constructor(status: number, message: string) {
@@ -85,15 +91,16 @@ async function route(
     const body = await readBody(req, MAX_BODY_BYTES);
     const request = decodeAdmissionReview(body);
     const result = admitPod(request, options.defaults);
-    options.log.debug(
+    // One line per decision, so "why was my pod (not) injected" is answered from the log alone.
+    // result.log holds names only: annotation values never reach a log.
+    options.log.info(
       {
         uid: request.uid,
         namespace: request.namespace,
-        outcome: result.outcome,
-        ...(result.outcome === 'skipped' ? { reason: result.reason } : {}),
-        ...(result.outcome === 'denied' ? { annotations: result.errors.map((e) => e.field) } : {}),
+        ...(request.dryRun ? { dryRun: true } : {}),
+        ...result.log,
       },
-      'admission',
+      DECISION_MESSAGES[result.outcome],
     );
     send(res, 200, result.review);
     finish(result.outcome);
@@ -103,6 +110,11 @@ async function route(
       // Drain nothing more from an oversized body: close the connection instead.
       if (status === 413) res.setHeader('connection', 'close');
       send(res, status, { error: e.message });
+      // Our own words about the request's shape: never its content.
+      options.log.info(
+        { outcome: 'invalid', status, error: e.message },
+        'request refused: not an AdmissionReview',
+      );
       finish('invalid');
       return;
     }

@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:https';
+import { ConfigError, ConfigErrors, quote } from '../agent/contract/errors.ts';
 import type { Logger } from '../agent/log.ts';
 import type { InjectionDefaults, WebhookConfig } from './config.ts';
 import { InClusterConfigError, KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
@@ -40,7 +41,12 @@ export interface StartOptions {
   readonly defaultMetrics?: boolean;
 }
 
-/** Starts the HTTPS server with the configured TLS mode; resolves once it listens. */
+/**
+ * Starts the HTTPS server with the configured TLS mode; resolves once it listens. A start-up failure
+ * the operator fixes in the settings or the Deployment (certificate files, a port in use, no
+ * service-account token for self-managed TLS) rejects with ConfigErrors naming the setting and the
+ * fix, as parseWebhookConfig does; anything else is an unexpected fault.
+ */
 export async function startWebhook(config: WebhookConfig, options: StartOptions): Promise<RunningWebhook> {
   const { log } = options;
   const metrics = createWebhookMetrics({ defaultMetrics: options.defaultMetrics ?? false });
@@ -102,9 +108,13 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
       client = kubernetesApi();
     } catch (e) {
       if (e instanceof InClusterConfigError)
-        throw new Error(`self-managed TLS needs the Kubernetes API: ${e.message} (or use TLS_MODE=file)`, {
-          cause: e,
-        });
+        throw new ConfigErrors([
+          new ConfigError(
+            'TLS_MODE',
+            `self-managed needs the Kubernetes API, but ${e.problem}`,
+            `${e.fix}, or use TLS_MODE=file`,
+          ),
+        ]);
       throw e;
     }
     const tls = new SelfManagedTls({
@@ -156,13 +166,19 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
     };
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (e) {
+    // The certificate watch or reconcile timer would keep the process alive after the failure.
+    await stopTls();
+    throw listenError(e, config);
+  }
   ready = true;
   const port = (server.address() as AddressInfo).port;
   log.info({ port, tls: config.tls.mode }, 'webhook listening');
@@ -180,4 +196,31 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
       });
     },
   };
+}
+
+/** A listen failure the settings can fix, as ConfigErrors; anything else unchanged. */
+function listenError(e: unknown, config: WebhookConfig): unknown {
+  const code = (e as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  const error =
+    code === 'EADDRINUSE'
+      ? new ConfigError(
+          'WEBHOOK_PORT',
+          `${config.port} is in use on ${quote(config.host)}`,
+          "choose a free port (and the Service's targetPort with it), or stop what listens there",
+        )
+      : code === 'EACCES'
+        ? new ConfigError(
+            'WEBHOOK_PORT',
+            `${quote(where)} may not be bound by the webhook's user (ports below 1024 need privileges)`,
+            'use a port from 1024 up, e.g. the default 8443',
+          )
+        : code === 'EADDRNOTAVAIL'
+          ? new ConfigError(
+              'WEBHOOK_HOST',
+              `${quote(config.host)} is not an address of this pod`,
+              'use 0.0.0.0 (every address, the default) or an address the pod has',
+            )
+          : undefined;
+  return error ? new ConfigErrors([error]) : e;
 }

@@ -1,4 +1,6 @@
-import { ConfigError, ConfigErrors, quote } from './errors.ts';
+import { VAULT_ENV } from '../providers/vault/config.ts';
+import { closestName, findMisspelledNames } from './env-names.ts';
+import { ConfigError, ConfigErrors, quote, valueShape } from './errors.ts';
 import { findPathConflict, validateRelativePath } from './path.ts';
 import { parseReference, type SecretReference } from './reference.ts';
 import {
@@ -22,7 +24,8 @@ export type { Env } from './settings.ts';
 
 export type AgentMode = 'init' | 'sidecar';
 export type SecretFormat = 'raw' | 'split' | 'dotenv';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export interface SecretSpec {
   /** The env prefix the secret came from (`SECRET_0`, or `SECRET_ARN` for the legacy form): what errors name. */
@@ -124,14 +127,57 @@ function podField(text: string, field: string): string {
   return text;
 }
 
+/** The bits a secret file may have: owner read and write, group and others read. */
+const SAFE_MODE_BITS = 0o644;
+
+/** `0640` as `rw-r-----`, so an error says what a mode means. */
+function symbolicMode(mode: number): string {
+  return [6, 3, 0]
+    .map((shift) => (mode >> shift) & 7)
+    .map((b) => `${b & 4 ? 'r' : '-'}${b & 2 ? 'w' : '-'}${b & 1 ? 'x' : '-'}`)
+    .join('');
+}
+
+/**
+ * An octal file mode for secret files, shared with the webhook's file-mode annotations. Only the
+ * owner may write, nobody may execute, and the owner must read (the sidecar reads its set back to
+ * take it over). The leading 0 is required: Kubernetes shows modes in decimal too (420 for 0644), so
+ * a bare number is ambiguous, and guessing wrong would hand out the wrong permissions silently.
+ */
 export function parseFileMode(text: string, field: string): number {
-  const m = /^(?:0o?)?([0-7]{3})$/.exec(text);
-  const mode = m ? parseInt(m[1]!, 8) : NaN;
-  if (!m || (mode & 0o444) === 0) {
+  const m = /^(0o?)?([0-7]{3})$/.exec(text);
+  if (!m) {
+    // Text made of a mode's characters is a mistyped mode, quoted so the message reads well; anything
+    // else may be a value pasted into the wrong field, and is only described.
+    const shown = /^[0-9a-z-]{0,12}$/.test(text) ? quote(text) : valueShape(text);
     throw new ConfigError(
       field,
-      `${quote(text)} is not a readable file mode`,
-      'use an octal mode with a read bit, such as 0400 (owner only) or 0440 (owner and fsGroup)',
+      `${shown} is not an octal mode`,
+      'write a 0 and three octal digits, such as 0400 (owner only) or 0440 (owner and the pod’s fsGroup)',
+    );
+  }
+  const digits = m[2]!;
+  const mode = parseInt(digits, 8);
+  const rwx = symbolicMode(mode);
+  if (m[1] === undefined) {
+    throw new ConfigError(
+      field,
+      `${quote(text)} has no leading 0, so it is not clearly an octal file mode`,
+      `write 0${digits} for ${rwx} (modes are octal; 420 is how Kubernetes shows 0644 in decimal)`,
+    );
+  }
+  if ((mode & ~SAFE_MODE_BITS) !== 0) {
+    throw new ConfigError(
+      field,
+      `${quote(text)} (${rwx}) lets the group or others write the file, or anyone execute it`,
+      'use at most 0644 (owner read and write, group and others read only), such as 0400, 0440 or 0640',
+    );
+  }
+  if ((mode & 0o400) === 0) {
+    throw new ConfigError(
+      field,
+      `${quote(text)} (${rwx}) does not let the owner read the file`,
+      'give the owner the read bit, such as 0400 (owner only) or 0440 (owner and the pod’s fsGroup)',
     );
   }
   return mode;
@@ -151,7 +197,7 @@ export const AGENT_SETTINGS = {
   }),
   FILE_MODE: setting({
     default: '0400',
-    doc: 'Default mode of written files (octal). Readable by the agent’s user only: run the agent as the app’s user (the webhook does), or use 0440 with a pod fsGroup.',
+    doc: 'Default mode of written files: octal with its leading 0, at most 0644 (only the owner writes, nobody executes). 0400 is readable by the agent’s user only: run the agent as the app’s user (the webhook does), or use 0440 with a pod fsGroup.',
     parse: parseFileMode,
   }),
   INIT_DEADLINE: setting({
@@ -167,7 +213,7 @@ export const AGENT_SETTINGS = {
   LOG_LEVEL: setting({
     default: 'info',
     doc: 'pino log level: trace, debug, info, warn, error, fatal or silent. Logs are JSON on stdout and never contain secret values.',
-    parse: oneOf(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const),
+    parse: oneOf(LOG_LEVELS),
   }),
   POD_NAMESPACE: setting({
     default: undefined,
@@ -275,7 +321,7 @@ export const SECRET_SETTINGS = {
   }),
   MODE: setting({
     default: 'FILE_MODE',
-    doc: 'File mode (octal) for this secret’s files.',
+    doc: 'File mode for this secret’s files, as FILE_MODE (octal with its leading 0, at most 0644).',
     parse: parseFileMode,
   }),
   REFRESH_INTERVAL: setting({
@@ -309,6 +355,27 @@ export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
     name: 'AWS_ACCESS_KEY_ID',
     doc: 'AWS SDK: static credentials (with AWS_SECRET_ACCESS_KEY); prefer IRSA or Pod Identity.',
   },
+  { name: 'AWS_DEFAULT_REGION', doc: 'The AWS CLI’s name for the region, read when AWS_REGION is unset.' },
+  { name: 'GCP_PROJECT', doc: 'Project for `gcp:SECRET` references (else GOOGLE_CLOUD_PROJECT).' },
+  { name: 'GOOGLE_CLOUD_PROJECT', doc: 'Project for `gcp:SECRET` references when GCP_PROJECT is unset.' },
+  {
+    name: 'GCP_SECRET_MANAGER_ENDPOINT',
+    doc: '`host:port` instead of secretmanager.googleapis.com:443 (Private Service Connect, a local emulator); see docs/gcp.md.',
+  },
+  {
+    name: 'GOOGLE_APPLICATION_CREDENTIALS',
+    doc: 'Google client: credentials file; not needed on GKE with Workload Identity.',
+  },
+];
+
+/**
+ * Every variable the agent or its backend clients read, in declaration order: a name close to one of
+ * these but not itself one is taken for a misspelling (agent/contract/env-names.ts).
+ */
+export const KNOWN_ENV: readonly string[] = [
+  ...Object.keys(AGENT_SETTINGS),
+  ...CLIENT_ENV.map((v) => v.name),
+  ...VAULT_ENV.map((v) => v.name),
 ];
 
 /** `SECRET_<N>_<NAME>`, the per-secret env names. */
@@ -321,7 +388,10 @@ export function secretVar(index: number, name: SecretSettingName): string {
 
 /** Parses the agent's env into a typed config; throws ConfigErrors listing every problem found. */
 export function parseAgentConfig(env: Env): AgentConfig {
-  const errors: ConfigError[] = [];
+  const errors: ConfigError[] = findMisspelledNames(env, KNOWN_ENV, {
+    pattern: SECRET_VAR,
+    suffixes: Object.keys(SECRET_SETTINGS),
+  });
   const read = settingsReader([env], errors);
 
   const g = AGENT_SETTINGS;
@@ -511,36 +581,51 @@ export function parseAgentConfig(env: Env): AgentConfig {
 
 /**
  * File names two secrets cannot both have. A split secret's name is a directory whose keys are
- * known only after the fetch (the writer checks those), so here it only clashes with a file at or
+ * known only after the fetch (findFileClash checks those), so here it only clashes with a file at or
  * above it.
  */
 function findFileConflict(secrets: readonly SecretSpec[]): ConfigError | undefined {
   const files = secrets.filter((s) => s.format !== 'split');
-  const conflict = findPathConflict(files.map((s) => s.filename));
-  const fileAt = (path: string, skip = 0) => files.filter((s) => s.filename === path)[skip]!.id;
-  if (conflict) {
-    const [first, second] = conflict;
-    return new ConfigError(
-      `${first === second ? fileAt(second, 1) : fileAt(second)}_FILENAME`,
-      first === second
-        ? `${quote(first)} is also the file name of ${fileAt(first)}`
-        : `${quote(second)} needs ${quote(first)} as a directory, but ${fileAt(first)} writes a file there`,
-      'give every secret its own file name',
-    );
-  }
+  const clash = findFileClash(files.map((s) => ({ id: s.id, path: s.filename })));
+  if (clash) return clash;
   for (const split of secrets.filter((s) => s.format === 'split' && s.filename !== '')) {
-    const clash = files.find(
+    const file = files.find(
       (f) => split.filename === f.filename || split.filename.startsWith(`${f.filename}/`),
     );
-    if (clash) {
+    if (file) {
       return new ConfigError(
         `${split.id}_FILENAME`,
-        `the split directory ${quote(split.filename)} is where ${clash.id} writes the file ${quote(clash.filename)}`,
+        `the split directory ${quote(split.filename)} is where ${file.id} writes the file ${quote(file.filename)}`,
         'give every secret its own file name',
       );
     }
   }
   return undefined;
+}
+
+/**
+ * The first pair of files, each written by a secret (`id`: SECRET_0, SECRET_ARN), that cannot both
+ * exist, as an error naming both secrets: the same path twice, or a file where another needs a
+ * directory. The agent runs it on the configured names before fetching, and again on the files a
+ * fetch rendered, where a split secret's keys become known.
+ */
+export function findFileClash(
+  files: readonly { readonly id: string; readonly path: string; readonly split?: boolean }[],
+): ConfigError | undefined {
+  const conflict = findPathConflict(files.map((f) => f.path));
+  if (!conflict) return undefined;
+  const [first, second] = conflict;
+  const holder = files.find((f) => f.path === first)!;
+  const other = files.find((f) => f.path === second && f !== holder)!;
+  const splits = [...new Set([holder, other].filter((f) => f.split).map((f) => f.id))];
+  const why = splits.length === 0 ? '' : ` (${splits.join(' and ')}: FORMAT=split writes each key as a file)`;
+  return new ConfigError(
+    `${other.id}_FILENAME`,
+    first === second
+      ? `${holder.id} and ${other.id} both write ${quote(first)}${why}`
+      : `${other.id} writes ${quote(second)}, which needs ${quote(first)} as a directory, but ${holder.id} writes a file there${why}`,
+    'give every secret (and every key of a split secret) its own file name',
+  );
 }
 
 /** Groups SECRET_<N>_<NAME> variables by N; reports unknown names and non-canonical numbers. */
@@ -562,11 +647,14 @@ function readIndexed(env: Env, errors: ConfigError[]): Map<number, Map<SecretSet
       continue;
     }
     if (!Object.hasOwn(SECRET_SETTINGS, setting!)) {
+      const meant = closestName(setting!, Object.keys(SECRET_SETTINGS));
       errors.push(
         new ConfigError(
           name,
-          `${quote(setting!)} is not a secret setting`,
-          `use one of ${Object.keys(SECRET_SETTINGS).join(', ')}`,
+          `${quote(setting!)} is not a secret setting, so its value would be ignored`,
+          meant
+            ? `did you mean SECRET_${digits}_${meant}? Rename it, or remove it`
+            : `use one of ${Object.keys(SECRET_SETTINGS).join(', ')}`,
         ),
       );
       continue;

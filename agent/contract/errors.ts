@@ -39,3 +39,11 @@ export function quote(text: string): string {
   const cut = text.length > MAX_QUOTED ? `${text.slice(0, MAX_QUOTED)}…` : text;
   return JSON.stringify(cut);
 }
+
+/**
+ * Text that may be a secret pasted by mistake (anything that failed to parse as a reference), as an
+ * error shows it: by its length, never its characters. The webhook words the values it hides the same.
+ */
+export function valueShape(text: string): string {
+  return `(a value of ${text.length} characters)`;
+}

@@ -1,4 +1,4 @@
-import { ConfigError, quote } from './errors.ts';
+import { ConfigError, quote, valueShape } from './errors.ts';
 
 /**
  * The reference grammar: how a user names a secret, in an env var or an annotation.
@@ -7,7 +7,9 @@ import { ConfigError, quote } from './errors.ts';
  *   reference := source [ "?" option "=" value { "&" option "=" value } ] [ "#" key ]
  *
  * `text` keeps the reference as written: references name secrets, they are not secrets,
- * so it is what logs and errors show.
+ * so it is what logs and errors show. Text that fails to parse is another matter: it may be the
+ * secret itself, pasted by mistake, so every error here describes it by its shape (valueShape) and
+ * says which rule it breaks, and quotes nothing the user wrote.
  */
 
 export type ProviderName = 'aws' | 'gcp' | 'vault' | 'file';
@@ -98,9 +100,20 @@ const GCP_FULL = /^projects\/([^/]+)\/secrets\/([^/]+)(?:\/versions\/([^/]+))?$/
 const GCP_SHORT = /^([^/]+)(?:\/versions\/([^/]+))?$/;
 const VAULT_SEGMENT = /^[A-Za-z0-9_.@+=:-]+$/;
 const MAX_REFERENCE = 2048;
+/** Every option any form takes: only these names are ever quoted back (they are our words). */
+const OPTION_NAMES = ['versionStage', 'versionId', 'version'];
+/** How each form starts, for the error of a text that starts with none of them. */
+const PREFIXES = 'arn:, aws:, projects/, gcp:, vault: or file:';
 
 function allowedForms(): string {
   return REFERENCE_FORMS.map((f) => f.form).join(' | ');
+}
+
+/** Why a name fails a character-class and length rule, in words that do not repeat it. */
+function whyNot(text: string, maxLength: number, allowed: string): string {
+  if (text === '') return 'it is empty';
+  if (text.length > maxLength) return `it is over ${maxLength} characters`;
+  return `it has characters other than ${allowed}`;
 }
 
 /**
@@ -114,7 +127,7 @@ export function parseReference(text: string, field: string): SecretReference {
   if (text.length > MAX_REFERENCE)
     fail(`the reference is ${text.length} characters long`, `keep it under ${MAX_REFERENCE}`);
   if (/[\s\0]/.test(text))
-    fail(`the reference ${quote(text)} contains white space or control characters`, 'remove them');
+    fail(`the reference ${valueShape(text)} contains white space or control characters`, 'remove them');
 
   let rest = text;
   let key: string | undefined;
@@ -123,12 +136,15 @@ export function parseReference(text: string, field: string): SecretReference {
     key = rest.slice(hash + 1);
     rest = rest.slice(0, hash);
     if (key === '')
-      fail(`the reference ${quote(text)} ends in an empty #key`, 'name the JSON key after #, or drop the #');
+      fail(
+        `the reference ${valueShape(text)} ends in an empty #key`,
+        'name the JSON key after #, or drop the #',
+      );
   }
   let options = new Map<string, string>();
   const question = rest.indexOf('?');
   if (question >= 0) {
-    options = parseOptions(rest.slice(question + 1), text, fail);
+    options = parseOptions(rest.slice(question + 1), fail);
     rest = rest.slice(0, question);
   }
   const base = key === undefined ? { text } : { text, key };
@@ -137,7 +153,9 @@ export function parseReference(text: string, field: string): SecretReference {
     for (const name of options.keys()) {
       if (!allowed.includes(name)) {
         fail(
-          `option ${quote(name)} is not known for this kind of reference`,
+          OPTION_NAMES.includes(name)
+            ? `option ${quote(name)} is not known for this kind of reference`
+            : `an option ${valueShape(name)} is not known for this kind of reference`,
           allowed.length ? `use one of: ${allowed.join(', ')}` : 'remove the ?… part',
         );
       }
@@ -147,8 +165,9 @@ export function parseReference(text: string, field: string): SecretReference {
   if (rest.startsWith('arn:')) {
     const m = AWS_ARN.exec(rest);
     if (!m) {
+      const parts = rest.split(':').length;
       return fail(
-        `${quote(rest)} is not a Secrets Manager secret ARN`,
+        `the ARN ${valueShape(rest)} is not a Secrets Manager secret ARN (it has ${parts} colon-separated parts; one has 7)`,
         'use arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME (copy it from the console or `aws secretsmanager describe-secret`)',
       );
     }
@@ -159,7 +178,7 @@ export function parseReference(text: string, field: string): SecretReference {
     const name = rest.slice(4);
     if (!AWS_NAME.test(name)) {
       return fail(
-        `${quote(name)} is not a valid Secrets Manager secret name`,
+        `the name after aws: ${valueShape(name)} is not a valid Secrets Manager secret name: ${whyNot(name, 512, 'letters, digits and /_+=.@-')}`,
         'use 1 to 512 characters of letters, digits and /_+=.@-, or a full ARN',
       );
     }
@@ -171,22 +190,28 @@ export function parseReference(text: string, field: string): SecretReference {
     const m = full ? GCP_FULL.exec(rest) : GCP_SHORT.exec(rest.slice(4));
     if (!m) {
       return fail(
-        `${quote(rest)} is not a GCP Secret Manager name`,
+        `${valueShape(rest)} is not a GCP Secret Manager name`,
         'use projects/PROJECT/secrets/SECRET[/versions/VERSION] or gcp:SECRET[/versions/VERSION]',
       );
     }
     const [project, secret, version] = full ? [m[1], m[2], m[3]] : [undefined, m[1], m[2]];
     if (project !== undefined && !GCP_PROJECT.test(project)) {
       fail(
-        `${quote(project)} is not a GCP project id or number`,
+        `the project ${valueShape(project)} is not a GCP project id or number`,
         'use the project id (e.g. my-project) or its number',
       );
     }
     if (!GCP_SECRET.test(secret!)) {
-      fail(`${quote(secret!)} is not a GCP secret id`, 'use 1 to 255 letters, digits, - and _');
+      fail(
+        `the secret id ${valueShape(secret!)} is not a GCP secret id: ${whyNot(secret!, 255, 'letters, digits, - and _')}`,
+        'use 1 to 255 letters, digits, - and _',
+      );
     }
     if (version !== undefined && !GCP_VERSION.test(version)) {
-      fail(`${quote(version)} is not a GCP secret version`, 'use `latest`, a version number, or an alias');
+      fail(
+        `the version ${valueShape(version)} is not a GCP secret version`,
+        'use `latest`, a version number, or an alias',
+      );
     }
     onlyOptions([]);
     return {
@@ -202,7 +227,7 @@ export function parseReference(text: string, field: string): SecretReference {
     const segments = path.split('/');
     if (path === '' || segments.some((s) => s === '' || s === '.' || s === '..' || !VAULT_SEGMENT.test(s))) {
       return fail(
-        `${quote(path)} is not a Vault path`,
+        `the path after vault: ${valueShape(path)} is not a Vault path: ${vaultPathProblem(segments)}`,
         'use a path relative to /v1/ without leading or doubled slashes or dot segments, e.g. vault:secret/data/app',
       );
     }
@@ -210,7 +235,7 @@ export function parseReference(text: string, field: string): SecretReference {
     const version = options.get('version');
     if (version !== undefined && !/^[1-9]\d{0,9}$/.test(version)) {
       fail(
-        `version ${quote(version)} is not a positive whole number`,
+        `version ${valueShape(version)} is not a positive whole number`,
         'use ?version=N with N ≥ 1, or drop it for the current one',
       );
     }
@@ -227,22 +252,37 @@ export function parseReference(text: string, field: string): SecretReference {
     onlyOptions([]);
     return { ...base, provider: 'file', path };
   }
-  return fail(`${quote(text)} is not a reference this agent understands`, `use one of: ${allowedForms()}`);
+  return fail(
+    `${valueShape(text)} is not a reference this agent understands: it starts with none of ${PREFIXES}`,
+    `use one of: ${allowedForms()}`,
+  );
 }
 
-function parseOptions(
-  query: string,
-  text: string,
-  fail: (problem: string, fix: string) => never,
-): Map<string, string> {
+/** Which rule a Vault path breaks, without repeating it. */
+function vaultPathProblem(segments: readonly string[]): string {
+  if (segments.some((s) => s === '')) return 'it is empty or has a leading, trailing or doubled /';
+  if (segments.some((s) => s === '.' || s === '..')) return 'it has a . or .. segment';
+  return 'it has characters other than letters, digits and _.@+=:-';
+}
+
+function parseOptions(query: string, fail: (problem: string, fix: string) => never): Map<string, string> {
   const options = new Map<string, string>();
   for (const pair of query.split('&')) {
     const eq = pair.indexOf('=');
     const name = eq < 0 ? pair : pair.slice(0, eq);
     const value = eq < 0 ? '' : pair.slice(eq + 1);
     if (name === '' || value === '')
-      fail(`the options in ${quote(text)} are malformed`, 'write them as ?name=value&name=value');
-    if (options.has(name)) fail(`option ${quote(name)} is given twice in ${quote(text)}`, 'keep one');
+      fail(
+        'the options after ? are malformed (a name or a value is empty)',
+        'write them as ?name=value&name=value',
+      );
+    if (options.has(name))
+      fail(
+        OPTION_NAMES.includes(name)
+          ? `option ${quote(name)} is given twice`
+          : `an option ${valueShape(name)} is given twice`,
+        'keep one',
+      );
     options.set(name, value);
   }
   return options;
@@ -260,7 +300,7 @@ function awsVersion(
   if (versionStage !== undefined) {
     if (!AWS_STAGE.test(versionStage))
       fail(
-        `versionStage ${quote(versionStage)} is malformed`,
+        `versionStage ${valueShape(versionStage)} is malformed: ${whyNot(versionStage, 256, 'letters, digits and _+=.@-')}`,
         'use a stage label such as AWSCURRENT or AWSPREVIOUS',
       );
     return { versionStage };
@@ -268,7 +308,7 @@ function awsVersion(
   if (versionId !== undefined) {
     if (!AWS_VERSION_ID.test(versionId))
       fail(
-        `versionId ${quote(versionId)} is malformed`,
+        `versionId ${valueShape(versionId)} is malformed`,
         'use the 32 to 64 character version id Secrets Manager shows',
       );
     return { versionId };

@@ -1,5 +1,5 @@
-import type { AgentConfig } from '../contract/env.ts';
-import { ConfigError } from '../contract/errors.ts';
+import { findFileClash, type AgentConfig } from '../contract/env.ts';
+import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
@@ -47,6 +47,7 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
 
     const failures: SecretFailure[] = [];
     const files: FileEntry[] = [];
+    const owners: { id: string; path: string; split: boolean }[] = [];
     for (const spec of config.secrets) {
       const outcome = outcomes.get(sourceKey(spec.ref))!;
       const base = { id: spec.id, ref: spec.ref.text };
@@ -61,7 +62,9 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
         continue;
       }
       try {
-        files.push(...renderFiles(spec, outcome.value.bytes));
+        const rendered = renderFiles(spec, outcome.value.bytes);
+        files.push(...rendered);
+        owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
         log.info(
           { id: spec.id, ref: spec.ref.text, file: spec.filename, version: outcome.value.version },
           'fetched',
@@ -75,23 +78,19 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
       for (const f of failures) log.error(f, 'secret not delivered');
       return { ok: false, failures, wrote: false };
     }
+    // A split secret's keys are known only now: one that is another secret's file is a configuration
+    // error (exit 2, naming both secrets), like the clashes parseAgentConfig finds before fetching.
+    const clash = findFileClash(owners);
+    if (clash) throw new ConfigErrors([clash]);
 
     try {
       await dir.write(files);
     } catch (e) {
-      if (e instanceof WriteError)
-        return {
-          ok: false,
-          failures: [{ id: '*', ref: '-', reason: 'write', detail: e.message, fix: e.fix }],
-          wrote: false,
-        };
-      if (e instanceof ConfigError)
-        return {
-          ok: false,
-          failures: [{ id: '*', ref: '-', reason: 'write', detail: e.message, fix: e.fix }],
-          wrote: false,
-        };
-      throw e;
+      if (!(e instanceof WriteError || e instanceof ConfigError)) throw e;
+      // Logged like every other failure, as well as summarised on stderr by the caller.
+      const failure = { id: '*', ref: '-', reason: 'write', detail: e.message, fix: e.fix };
+      log.error(failure, 'secrets not written');
+      return { ok: false, failures: [failure], wrote: false };
     }
     // Closed before the set is announced: from here on no client, socket or timer of ours is left to
     // hold the process, and the debug line below shows what still is (stdio and the log's own writes).

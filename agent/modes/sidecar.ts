@@ -4,6 +4,7 @@ import type { Server } from 'node:http';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  findFileClash,
   parseAgentConfig,
   type AgentConfig,
   type Env,
@@ -11,6 +12,7 @@ import {
   type SidecarSettings,
 } from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
+import { checkBackendSettings } from '../contract/preflight.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
 import { describeFailure, fetchSecrets, ProviderSet, type FailedSecret } from '../fetch/fetch-secrets.ts';
@@ -294,6 +296,7 @@ export class Sidecar {
     for (const [key, v] of fresh) candidate.set(key, v);
 
     const files: FileEntry[] = [];
+    const owners: { id: string; path: string; split: boolean }[] = [];
     let complete = true;
     for (const spec of this.#config.secrets) {
       const key = sourceKey(spec.ref);
@@ -303,7 +306,9 @@ export class Sidecar {
         continue;
       }
       try {
-        files.push(...renderFiles(spec, value.bytes));
+        const rendered = renderFiles(spec, value.bytes);
+        files.push(...rendered);
+        owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
       } catch (e) {
         if (!(e instanceof SecretFormatError)) throw e;
         this.#log.error(
@@ -327,10 +332,23 @@ export class Sidecar {
           complete = false;
           continue;
         }
-        files.push(...renderFiles(spec, value.bytes));
+        const rendered = renderFiles(spec, value.bytes);
+        files.push(...rendered);
+        owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
       }
     }
     if (!complete) return false;
+    // A split secret's keys are known only now. Before the first set that is a configuration error
+    // (exit 2, as in init mode); later, a new key that clashes must not cost the app its files.
+    const clash = findFileClash(owners);
+    if (clash && !this.#ready) throw new ConfigErrors([clash]);
+    if (clash) {
+      this.#log.error(
+        { field: clash.field, problem: clash.problem, fix: clash.fix },
+        'new values make two secrets write the same file; keeping the last good files',
+      );
+      return false;
+    }
 
     const changedFiles = files.filter((f) => {
       const old = this.#files.get(f.path);
@@ -492,6 +510,8 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
       lastText = text;
       try {
         const next = parseAgentConfig(withConfigFile(env, configFile));
+        const missing = checkBackendSettings(next, env);
+        if (missing.length > 0) throw new ConfigErrors(missing);
         const notifiers = await loadNotifiers(next.sidecar, notifierDeps);
         log.info({ file: configFile }, 'configuration file changed; applying');
         void sidecar.reconfigure(next, notifiers);
@@ -510,8 +530,21 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   }
 
   let exitWatch: AppExitWatch | undefined;
-  const stopped = new Promise<number>((resolve) => {
+  let fail: (e: unknown) => void = () => undefined;
+  const stopped = new Promise<number>((resolve, reject) => {
     let stopping = false;
+    // The first fill failing for good (files that clash, a bug): stop as for SIGTERM, then let the
+    // caller report it (exit 2 for a ConfigError) instead of dying of an unhandled rejection.
+    fail = (e: unknown) => {
+      if (stopping) return;
+      stopping = true;
+      exitWatch?.stop();
+      void (async () => {
+        await watcher?.close();
+        await sidecar.stop().catch(() => undefined);
+        reject(e);
+      })();
+    };
     const stop = (why: string) => {
       if (stopping) return;
       stopping = true;
@@ -529,7 +562,7 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
     const app = config.sidecar.exitWithProcess;
     if (app) exitWatch = watchAppExit(app, log, () => stop(`${app} exited`));
   });
-  void sidecar.run();
+  sidecar.run().catch(fail);
   return stopped;
 }
 

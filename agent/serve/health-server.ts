@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { ConfigError } from '../contract/errors.ts';
 import type { AgentMetrics } from './metrics.ts';
 
 export interface HealthState {
@@ -46,10 +47,41 @@ export function startHealthServer(
   });
   server.keepAliveTimeout = 5000;
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (e: Error) => reject(listenError(e, addr));
+    server.once('error', failed);
     server.listen(addr.port, addr.host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve(server);
     });
   });
+}
+
+/**
+ * Why AGENT_HTTP_ADDR cannot be listened on, as the configuration error it is: the containers of a
+ * pod share one network namespace, so the usual cause is the app (or another sidecar) on the port.
+ */
+function listenError(e: Error, addr: { host: string; port: number }): Error {
+  const code = (e as NodeJS.ErrnoException).code;
+  const where = `${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:${addr.port}`;
+  const fix =
+    'set AGENT_HTTP_ADDR to a free port (with the webhook: the secret-agent.io/agent-http-addr annotation)';
+  if (code === 'EADDRINUSE')
+    return new ConfigError(
+      'AGENT_HTTP_ADDR',
+      `${where} is already in use (EADDRINUSE): another container of the pod or another process listens there`,
+      fix,
+    );
+  if (code === 'EACCES')
+    return new ConfigError(
+      'AGENT_HTTP_ADDR',
+      `port ${addr.port} needs privileges the agent does not have (EACCES)`,
+      'use a port above 1023',
+    );
+  if (code === 'EADDRNOTAVAIL')
+    return new ConfigError(
+      'AGENT_HTTP_ADDR',
+      `${addr.host} is not an address of this pod (EADDRNOTAVAIL)`,
+      'use 0.0.0.0 (or [::]) so the kubelet’s probes reach it, or 127.0.0.1',
+    );
+  return e;
 }

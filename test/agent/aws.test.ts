@@ -253,15 +253,17 @@ describe('AWS provider, through the built agent against moto', () => {
     assert.match(ua, /k8s-pod\/payments\.api-7d9f/);
   });
 
-  it('needs a region for a bare name', async () => {
+  it('needs a region for a bare name: a configuration error (exit 2), found before any request', async () => {
     using dir = memoryDir();
     const env = agentEnv(dir.path, { SECRET_0_REF: 'aws:api-token', SECRET_0_FILENAME: 'token' });
     delete env.AWS_REGION;
+    const before = proxy.requests.length;
     const run = await runAgent(env);
-    assert.equal(run.code, 1);
+    assert.equal(run.code, 2, run.stderr);
     assert.match(
       run.stderr,
-      /no AWS region.*\n.*fix: set AWS_REGION, or reference the secret by its full ARN/,
+      /AWS_REGION: is not set, but secrets named without a region \(aws:NAME\) need it: SECRET_0\. Fix: set AWS_REGION .*or reference the secret by its full ARN/,
     );
+    assert.equal(proxy.requests.length, before);
   });
 });

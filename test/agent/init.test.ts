@@ -64,7 +64,8 @@ describe('init mode, through the built agent', () => {
     });
     assert.equal(run.code, 2);
     assert.match(run.stderr, /invalid configuration/);
-    assert.match(run.stderr, /SECRET_0_REF: "ftp:\/\/x" is not a reference.*Fix: use one of/);
+    // A text that is no reference may be a pasted secret: it is described, never quoted.
+    assert.match(run.stderr, /SECRET_0_REF: \(a value of 7 characters\) is not a reference.*Fix: use one of/);
     assert.match(run.stderr, /SECRET_0_FILENAME: ".*" contains a "\.\." segment/);
     assert.match(run.stderr, /SECRET_1_REF: secrets are numbered with a gap/);
     assert.deepEqual(readdirSync(dir.path), []);

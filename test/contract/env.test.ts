@@ -5,8 +5,15 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
 import { withConfigFile } from '../../agent/contract/config-file.ts';
-import { parseAgentConfig, renderSecretEnv, type Env } from '../../agent/contract/env.ts';
-import { ConfigErrors } from '../../agent/contract/errors.ts';
+import {
+  findFileClash,
+  parseAgentConfig,
+  parseFileMode,
+  renderSecretEnv,
+  type Env,
+} from '../../agent/contract/env.ts';
+import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
+import { checkBackendSettings } from '../../agent/contract/preflight.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 
 function errorsOf(env: Env): { field: string; message: string }[] {
@@ -53,7 +60,7 @@ describe('parseAgentConfig', () => {
       SECRET_2_REF: 'aws:c',
       SECRET_2_FILENAME: 'c.env',
       SECRET_2_FORMAT: 'dotenv',
-      SECRET_2_MODE: '600',
+      SECRET_2_MODE: '0600',
       INIT_DEADLINE: '1m30s',
     });
     assert.deepEqual(
@@ -127,7 +134,7 @@ describe('parseAgentConfig', () => {
       'two secrets writing one file',
       { SECRET_0_REF: 'aws:a', SECRET_0_FILENAME: 'x', SECRET_1_REF: 'aws:b', SECRET_1_FILENAME: 'x' },
       'SECRET_1_FILENAME',
-      /also the file name of SECRET_0/,
+      /SECRET_0 and SECRET_1 both write "x"/,
     ],
     [
       'a file used as a directory',
@@ -151,7 +158,7 @@ describe('parseAgentConfig', () => {
       'a mode without read bits',
       { SECRET_0_REF: 'aws:a', SECRET_0_FILENAME: 'a', SECRET_0_MODE: '0200' },
       'SECRET_0_MODE',
-      /readable file mode/,
+      /"0200" \(-w-------\) does not let the owner read the file/,
     ],
     [
       'a signal without a target',
@@ -319,5 +326,155 @@ describe('AGENT_CONFIG_FILE', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+// Issue 10, item 5: secret files are never writable by others, nor executable; modes are written octal.
+describe('file modes', () => {
+  it('accepts what only the owner writes and nobody executes', () => {
+    for (const [text, mode] of [
+      ['0400', 0o400],
+      ['0440', 0o440],
+      ['0444', 0o444],
+      ['0600', 0o600],
+      ['0640', 0o640],
+      ['0644', 0o644],
+      ['0o600', 0o600],
+    ] as const)
+      assert.equal(parseFileMode(text, 'FILE_MODE'), mode, text);
+  });
+
+  const refused: [string, RegExp][] = [
+    ['0777', /"0777" \(rwxrwxrwx\) lets the group or others write the file, or anyone execute it/],
+    ['0666', /\(rw-rw-rw-\) lets the group or others write/],
+    ['0664', /\(rw-rw-r--\)/],
+    ['0700', /\(rwx------\) .*anyone execute/],
+    ['0755', /\(rwxr-xr-x\)/],
+    ['0540', /\(r-xr-----\)/],
+    ['0200', /does not let the owner read/],
+    ['0044', /\(---r--r--\) does not let the owner read/],
+    ['644', /"644" has no leading 0.*Fix: write 0644 for rw-r--r--/],
+    ['400', /Fix: write 0400 for r--------/],
+    ['420', /no leading 0/],
+    ['0999', /not an octal mode/],
+    ['04400', /not an octal mode/],
+    ['', /"" is not an octal mode/],
+    ['rw-r--r--', /"rw-r--r--" is not an octal mode/],
+    ['CANARY7f3e-pasted', /\(a value of 17 characters\) is not an octal mode/],
+  ];
+  for (const [text, problem] of refused) {
+    it(`refuses ${JSON.stringify(text)}, saying why and what to write`, () => {
+      for (const field of ['FILE_MODE', 'SECRET_0_MODE']) {
+        const env: Env =
+          field === 'FILE_MODE'
+            ? { FILE_MODE: text, SECRET_0_REF: 'aws:a', SECRET_0_FILENAME: 'a' }
+            : { SECRET_0_MODE: text, SECRET_0_REF: 'aws:a', SECRET_0_FILENAME: 'a' };
+        const errors = errorsOf(env);
+        assert.deepEqual(
+          errors.map((e) => e.field),
+          [field],
+        );
+        assert.match(errors[0]!.message, problem);
+        assert.match(errors[0]!.message, /Fix: \S/);
+      }
+    });
+  }
+});
+
+// Issue 10, item 6: what the backends need is configuration, found before any fetch.
+describe('checkBackendSettings', () => {
+  const check = (env: Env) =>
+    checkBackendSettings(parseAgentConfig(env), env).map((e) => ({ field: e.field, message: e.message }));
+
+  it('needs a region for aws:NAME, naming the secrets, but not for an ARN', () => {
+    const env: Env = {
+      SECRET_0_REF: 'aws:db',
+      SECRET_0_FILENAME: 'db',
+      SECRET_1_REF: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:api-AbCdEf',
+      SECRET_1_FILENAME: 'api',
+      SECRET_2_REF: 'aws:tls',
+      SECRET_2_FILENAME: 'tls',
+    };
+    const errors = check(env);
+    assert.deepEqual(
+      errors.map((e) => e.field),
+      ['AWS_REGION'],
+    );
+    assert.match(
+      errors[0]!.message,
+      /^AWS_REGION: is not set, but secrets named without a region \(aws:NAME\) need it: SECRET_0, SECRET_2\./,
+    );
+    assert.match(errors[0]!.message, /Fix: set AWS_REGION .*full ARN/);
+    assert.deepEqual(check({ ...env, AWS_REGION: 'eu-west-1' }), []);
+    assert.deepEqual(check({ ...env, AWS_DEFAULT_REGION: 'eu-west-1' }), []);
+    assert.equal(check({ ...env, AWS_REGION: '' }).length, 1, 'an empty region is none');
+    assert.deepEqual(
+      check({
+        SECRET_1_REF: env.SECRET_1_REF,
+        SECRET_1_FILENAME: 'api',
+        SECRET_0_REF: 'file:/x',
+        SECRET_0_FILENAME: 'x',
+      }),
+      [],
+    );
+  });
+
+  it('needs a project for gcp:SECRET', () => {
+    const env: Env = { SECRET_0_REF: 'gcp:db', SECRET_0_FILENAME: 'db' };
+    assert.match(
+      check(env)[0]!.message,
+      /^GCP_PROJECT: is not set, but secrets named without a project \(gcp:SECRET\) need it: SECRET_0\./,
+    );
+    assert.deepEqual(check({ ...env, GOOGLE_CLOUD_PROJECT: 'p-1234' }), []);
+    assert.deepEqual(check({ SECRET_0_REF: 'projects/p-1234/secrets/db', SECRET_0_FILENAME: 'db' }), []);
+  });
+
+  it('needs a Vault address and usable Vault settings, naming the variables', () => {
+    const env: Env = { SECRET_0_REF: 'vault:secret/data/app', SECRET_0_FILENAME: 'app' };
+    const errors = check(env);
+    assert.deepEqual(
+      errors.map((e) => e.field),
+      ['VAULT_ADDR', 'VAULT_TOKEN'],
+    );
+    assert.match(
+      errors[0]!.message,
+      /^VAULT_ADDR: is not set, but secrets read from Vault need it: SECRET_0\. Fix: /,
+    );
+    assert.match(errors[1]!.message, /no Vault credentials.*Fix: set VAULT_ROLE/);
+    assert.deepEqual(
+      check({ ...env, VAULT_ADDR: 'vault.example.com' }).map((e) => e.field),
+      ['VAULT_ADDR'],
+    );
+    assert.deepEqual(
+      check({ ...env, VAULT_TOKEN_FILE: '/vault/token' }).map((e) => e.field),
+      ['VAULT_ADDR'],
+    );
+    assert.deepEqual(
+      check({ ...env, VAULT_ADDR: 'https://127.0.0.1:8200', VAULT_TOKEN_FILE: '/vault/token' }),
+      [],
+    );
+  });
+});
+
+describe('findFileClash', () => {
+  it('names both secrets, and says when a split secret’s keys are the cause', () => {
+    const clash = findFileClash([
+      { id: 'SECRET_0', path: 'password' },
+      { id: 'SECRET_1', path: 'user', split: true },
+      { id: 'SECRET_1', path: 'password', split: true },
+    ]);
+    assert.ok(clash instanceof ConfigError);
+    assert.equal(clash.field, 'SECRET_1_FILENAME');
+    assert.match(
+      clash.problem,
+      /^SECRET_0 and SECRET_1 both write "password" \(SECRET_1: FORMAT=split writes each key as a file\)$/,
+    );
+    assert.equal(
+      findFileClash([
+        { id: 'SECRET_0', path: 'a' },
+        { id: 'SECRET_1', path: 'b' },
+      ]),
+      undefined,
+    );
   });
 });

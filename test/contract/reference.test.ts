@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../agent/contract/errors.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
 import { parseReference, sourceKey } from '../../agent/contract/reference.ts';
 
 const ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
@@ -70,7 +71,8 @@ describe('parseReference', () => {
       'aws:x?versionStage=A&versionId=01234567-89ab-cdef-0123-456789abcdef',
       /both versionStage and versionId/,
     ],
-    ['aws:x?colour=blue', /option "colour" is not known/],
+    ['aws:x?colour=blue', /an option \(a value of 6 characters\) is not known/],
+    ['aws:x?versionId=1&versionStage=A&versionId=2', /option "versionId" is given twice/],
     ['aws:x?versionStage', /malformed/],
     ['projects/P!/secrets/x', /not a GCP project/],
     ['projects/p/secrets/x/versions/', /not a GCP Secret Manager name/],
@@ -79,6 +81,9 @@ describe('parseReference', () => {
     ['vault:secret/app?version=0', /positive whole number/],
     ['file:', /no path/],
     ['file:x?version=1', /option "version" is not known/],
+    ['hunter2-CANARY', /^\(a value of 14 characters\) is not a reference this agent understands/],
+    ['aws:bad|name', /name after aws: \(a value of 8 characters\).*characters other than/],
+    ['vault:secret//app', /leading, trailing or doubled \//],
   ];
   for (const [text, problem] of bad) {
     it(`rejects ${JSON.stringify(text)} naming the field and a fix`, () => {
@@ -95,6 +100,41 @@ describe('parseReference', () => {
       );
     });
   }
+
+  // Issue 10, item 1: text that failed to parse as a reference may be the secret itself, pasted.
+  it('describes text it cannot parse by its shape, never echoing any part of it', () => {
+    const pasted = canary('pasted');
+    const texts = [
+      pasted,
+      `${pasted}:with:colons`,
+      `arn:aws:secretsmanager:${pasted}`,
+      `aws:${pasted}|bad`,
+      `aws:x?${pasted}=1`,
+      `aws:x?versionStage=${pasted}|`,
+      `aws:x?versionId=${pasted}`,
+      `aws:x?a=1&${pasted}`,
+      `projects/${pasted}!/secrets/x`,
+      `projects/p-1234/secrets/${pasted}!`,
+      `gcp:x/versions/${pasted}!`,
+      `gcp:${pasted}/x/y`,
+      `vault:secret/${pasted}|`,
+      `vault:secret/app?version=${pasted}`,
+      `file:x?${pasted}=1`,
+      `${pasted} with space`,
+      `${pasted}#`,
+      `${pasted}`.repeat(100),
+    ];
+    for (const text of texts) {
+      assert.throws(
+        () => parseReference(text, 'SECRET_0_REF'),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError, String(e));
+          assertNoCanary(e.message, `the error for ${JSON.stringify(text.slice(0, 40))}`);
+          return true;
+        },
+      );
+    }
+  });
 
   it('gives two keys of one secret the same source', () => {
     assert.equal(

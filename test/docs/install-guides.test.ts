@@ -192,7 +192,10 @@ export function checkAnnotations(md: string): SecretReference[] {
 /** Webhook settings the guide's overlays set with patches (kustomizations only, not alternatives). */
 function webhookEnvFromPatches(md: string): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const k of yamlDocs(md).filter((d) => d.kind === 'Kustomization'))
+  // A whole Kustomization, or a fragment of one to add to the overlay (`patches:` only).
+  for (const k of yamlDocs(md).filter(
+    (d) => d.kind === 'Kustomization' || (d.kind === undefined && 'patches' in d),
+  ))
     for (const e of envEntries(patchBodies(k))) env[e.name] = e.value;
   return env;
 }

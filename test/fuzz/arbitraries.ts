@@ -380,7 +380,7 @@ const secretInput = (top: string): fc.Arbitrary<SecretEnvInput> =>
         validSegment.map((s) => `${top}/${s}`),
       ),
       format: fc.constantFrom('raw', 'split', 'dotenv'),
-      mode: fc.constantFrom('0400', '0440', '644', '0o600', '0444'),
+      mode: fc.constantFrom('0400', '0440', '0644', '0o600', '0444'),
       refreshInterval: fc.integer({ min: 1000, max: 86_400_000 }).map(formatAsGo),
     },
     { requiredKeys: ['ref', 'filename'] },
@@ -657,6 +657,16 @@ const podAnnotationSamples: Readonly<Record<string, readonly string[]>> = {
  */
 const FREE_TEXT_ANNOTATIONS = new Set(['rotation-signal-process', 'rotation-command', 'path']);
 
+/**
+ * Where a rejected value may be echoed: annotations declared `echo: 'quote'` (names, enums, durations,
+ * paths…) show a bad value so the refusal is readable, so a canary goes only where the declaration
+ * hides it (references, URLs, free text) and into unknown keys.
+ */
+const hidesValue = (a: { readonly echo: string }): boolean => a.echo !== 'quote';
+
+/** A bad value for an annotation that shows it: no canary, since the refusal quotes it. */
+const rejectedShownValue = fc.constantFrom(' x', 'not a value', 'yes', '-1');
+
 /** A canary every parser rejects: leading white space, which no annotation accepts... except free text. */
 const rejectedCanary = fc.oneof(
   canaryValue('annotation'),
@@ -693,19 +703,19 @@ const fileAnnotationValue = (setting: string): fc.Arbitrary<string> => {
       return fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom('raw', 'split', 'dotenv') },
         fc.constantFrom('json', 'RAW'),
-        rejectedCanary,
+        hidesValue(FILE_ANNOTATIONS.format) ? rejectedCanary : rejectedShownValue,
       );
     case 'file-mode':
       return fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom('0400', '0440', '644') },
         fc.constantFrom('0200', '999'),
-        rejectedCanary,
+        hidesValue(FILE_ANNOTATIONS['file-mode']) ? rejectedCanary : rejectedShownValue,
       );
     default:
       return fc.oneof(
         { weight: 4, arbitrary: fc.constantFrom('1m', '30s', '24h') },
         durationText,
-        rejectedCanary,
+        hidesValue(FILE_ANNOTATIONS['refresh-interval']) ? rejectedCanary : rejectedShownValue,
       );
   }
 };
@@ -721,7 +731,11 @@ const ourAnnotation: fc.Arbitrary<[string, string]> = fc.oneof(
           fc.constant(`${PREFIX}${name}`),
           fc.oneof(
             { weight: 6, arbitrary: fc.constantFrom(...(podAnnotationSamples[name] ?? [''])) },
-            FREE_TEXT_ANNOTATIONS.has(name) ? fc.constant('') : rejectedCanary,
+            FREE_TEXT_ANNOTATIONS.has(name)
+              ? fc.constant('')
+              : hidesValue(POD_ANNOTATIONS[name as keyof typeof POD_ANNOTATIONS])
+                ? rejectedCanary
+                : rejectedShownValue,
             { weight: 2, arbitrary: anyText(10) },
             hugeText,
           ),
@@ -771,7 +785,7 @@ const hostileAnnotations: fc.Arbitrary<[string, string][]> = fc
     fc.oneof(
       { weight: 12, arbitrary: fc.constant('true') },
       fc.constantFrom('false', 'True', ''),
-      rejectedCanary,
+      hidesValue(POD_ANNOTATIONS.inject) ? rejectedCanary : rejectedShownValue,
     ),
     fc.array(ourAnnotation, { maxLength: 8 }),
     fc.array(foreignAnnotation, { maxLength: 2 }),

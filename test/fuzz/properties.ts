@@ -513,7 +513,11 @@ function checkAcceptedSecrets(secrets: readonly SecretSpec[]): void {
         );
       }
     }
-    expect((s.mode & 0o444) !== 0, 'contract', () => `accepted an unreadable mode ${s.mode.toString(8)}`);
+    expect(
+      (s.mode & 0o400) !== 0 && (s.mode & ~0o644) === 0,
+      'contract',
+      () => `accepted a mode the owner cannot read, or others may write or execute: ${s.mode.toString(8)}`,
+    );
     expect(
       isDeepStrictEqual(parseReference(s.ref.text, 'again'), s.ref),
       'contract',

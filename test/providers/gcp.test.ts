@@ -477,11 +477,13 @@ describe('the built agent with a GCP secret', () => {
     assert.deepEqual(readdirSync(dir.path), []);
   });
 
-  it('exits 1 for a short form without GCP_PROJECT, naming the variable', async () => {
+  it('exits 2 for a short form without GCP_PROJECT, naming the variable, before any call', async () => {
     using dir = memoryDir();
+    const before = fake.calls('AccessSecretVersion');
     const run = await runAgent(agentEnv(dir.path, 'gcp:e2e'));
-    assert.equal(run.code, 1, run.stderr);
-    assert.match(run.stderr, /SECRET_0 \(gcp:e2e\): invalid: .*\n\s+fix: set GCP_PROJECT/);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, /GCP_PROJECT: is not set, .*: SECRET_0\. Fix: set GCP_PROJECT/);
+    assert.equal(fake.calls('AccessSecretVersion'), before);
     assert.deepEqual(readdirSync(dir.path), []);
   });
 

@@ -131,17 +131,14 @@ describe('Vault through the built agent', () => {
     assert.deepEqual(retries[0]!.reasons, ['unavailable']);
   });
 
-  it('reports unusable Vault settings as a failure naming the variable, without a request', async () => {
+  it('reports unusable Vault settings as a configuration error naming the variable, without a request', async () => {
     using dir = memoryDir();
     const run = await runAgent(
       env(dir.path, { SECRET_0_REF: 'vault:secret/data/app', SECRET_0_FILENAME: 'x' }),
     );
-    assert.equal(run.code, 1);
-    assert.match(
-      run.stderr,
-      /SECRET_0 \(vault:secret\/data\/app\): invalid: VAULT_TOKEN: no Vault credentials/,
-    );
-    assert.match(run.stderr, /fix: set VAULT_ROLE for Kubernetes auth/);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, /invalid configuration\n {2}VAULT_TOKEN: no Vault credentials/);
+    assert.match(run.stderr, /Fix: set VAULT_ROLE for Kubernetes auth/);
     assert.equal(vault.requests.length, 0);
   });
 });

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import { FILE_ANNOTATIONS, POD_ANNOTATIONS } from '../../webhook/annotations.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import {
   AGENT_IMAGE,
@@ -20,6 +21,13 @@ import {
 function admit(pod: unknown, env: Record<string, string> = {}, options: Parameters<typeof review>[1] = {}) {
   return admitPod(decodeAdmissionReview(JSON.stringify(review(pod, options))), injectionDefaults(env));
 }
+
+/** What a cluster's webhook sets so that aws:NAME and vault: references can work (else they are refused). */
+const CLUSTER = {
+  AGENT_AWS_REGION: 'eu-west-1',
+  AGENT_VAULT_ADDR: 'https://vault.example:8200',
+  AGENT_VAULT_ROLE: 'apps',
+};
 
 const AGENT_SECURITY = {
   runAsNonRoot: true,
@@ -40,7 +48,9 @@ const DOWNWARD_ENV = [
 
 describe('exact patches', () => {
   it('init+sidecar on a cluster with native sidecars: one agent, first in initContainers, gated by /readyz', () => {
-    const result = admit(basicPod({ 'secret-agent.io/secret-db-password': 'aws:prod/db#password' }));
+    const result = admit(basicPod({ 'secret-agent.io/secret-db-password': 'aws:prod/db#password' }), {
+      AGENT_AWS_REGION: 'eu-west-1',
+    });
     assert.equal(result.outcome, 'injected');
     assert.equal(result.review.response.patchType, 'JSONPatch');
     assert.deepEqual(decodePatch(result.review.response), [
@@ -68,6 +78,7 @@ describe('exact patches', () => {
               { name: 'SECRETS_DIR', value: '/etc/secrets' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
+              { name: 'AWS_REGION', value: 'eu-west-1' },
               NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
@@ -120,7 +131,11 @@ describe('exact patches', () => {
         volumes: [{ name: 'data', emptyDir: {} }],
       },
     );
-    const result = admit(pod, { NATIVE_SIDECARS: 'false', AGENT_VAULT_ADDR: 'https://vault.example:8200' });
+    const result = admit(pod, {
+      NATIVE_SIDECARS: 'false',
+      AGENT_VAULT_ADDR: 'https://vault.example:8200',
+      AGENT_VAULT_ROLE: 'apps',
+    });
     assert.equal(result.outcome, 'injected');
     const security = { ...AGENT_SECURITY, runAsUser: 1000, runAsGroup: 3000 };
     const agentEnv = (mode: string) => [
@@ -132,6 +147,7 @@ describe('exact patches', () => {
       { name: 'SECRET_0_MODE', value: '0440' },
       { name: 'AWS_REGION', value: 'eu-west-1' },
       { name: 'VAULT_ADDR', value: 'https://vault.example:8200' },
+      { name: 'VAULT_ROLE', value: 'apps' },
       NODE_OPTIONS_ENV,
       ...DOWNWARD_ENV,
     ];
@@ -299,7 +315,7 @@ describe('the patch applies to many pod shapes, in every mode', () => {
         it(`${name} (mode ${mode}, native sidecars ${native})`, () => {
           const pod: PodDoc = structuredClone(shape);
           pod.metadata.annotations!['secret-agent.io/mode'] = mode;
-          const result = admit(pod, { NATIVE_SIDECARS: native });
+          const result = admit(pod, { ...CLUSTER, NATIVE_SIDECARS: native });
           assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
           const mutated = mutate(pod, decodePatch(result.review.response));
           validatePod(mutated);
@@ -408,7 +424,7 @@ describe('the patch applies to many pod shapes, in every mode', () => {
           else assert.equal(mutated.spec.shareProcessNamespace, pod.spec.shareProcessNamespace);
 
           // Reinvocation (reinvocationPolicy IfNeeded) and re-admission leave an injected pod alone.
-          const again = admit(mutated, { NATIVE_SIDECARS: native });
+          const again = admit(mutated, { ...CLUSTER, NATIVE_SIDECARS: native });
           assert.equal(again.outcome, 'skipped');
           assert.equal(again.review.response.patch, undefined);
         });
@@ -429,7 +445,7 @@ describe('runAsUser', () => {
         { 'secret-agent.io/secret-a': 'aws:a', 'secret-agent.io/mode': 'init', ...annotations },
         spec,
       );
-      const mutated = mutate(pod, decodePatch(admit(pod).review.response));
+      const mutated = mutate(pod, decodePatch(admit(pod, CLUSTER).review.response));
       return (mutated.spec.initContainers![0]!.securityContext as { runAsUser: number }).runAsUser;
     };
     assert.equal(user({}), 65532);
@@ -532,14 +548,14 @@ describe('denials name the annotation and the fix', () => {
       'duplicate file',
       { ...ok, 'secret-agent.io/secret-b': 'aws:b', 'secret-agent.io/path-b': 'a' },
       {},
-      'secret-agent.io/secret-b',
+      'secret-agent.io/path-b',
       /own path/,
     ],
     [
       'file under another file',
       { ...ok, 'secret-agent.io/secret-b': 'aws:b', 'secret-agent.io/path-b': 'a/x' },
       {},
-      'secret-agent.io/secret-b',
+      'secret-agent.io/path-b',
       /as a directory/,
     ],
     [
@@ -561,7 +577,7 @@ describe('denials name the annotation and the fix', () => {
       { ...ok, 'secret-agent.io/file-mode-a': '0999' },
       {},
       'secret-agent.io/file-mode-a',
-      /octal mode/,
+      /octal/,
     ],
     ['no secrets', {}, {}, 'secret-agent.io/inject', /secret-agent\.io\/secret-<file>/],
     [
@@ -648,7 +664,7 @@ describe('denials name the annotation and the fix', () => {
   ];
   for (const [name, annotations, spec, field, fix] of cases) {
     it(name, () => {
-      const result = admit(basicPod(annotations, spec));
+      const result = admit(basicPod(annotations, spec), CLUSTER);
       assert.equal(result.outcome, 'denied');
       const r = result.review.response;
       assert.equal(r.allowed, false);
@@ -678,32 +694,46 @@ describe('denials name the annotation and the fix', () => {
 describe('canaries', () => {
   it('never appear in a response, whether the pod is injected or denied', () => {
     const value = canary('pasted-instead-of-a-reference');
+    const db = { 'secret-agent.io/secret-db': 'aws:db' };
+    // A canary goes wherever a value could be: annotations whose declared echo hides it, unknown
+    // annotations, the pod's env and other annotations. (Names, enums, paths… are shown by design.)
     const pods = [
-      // A user pastes the secret itself where a reference belongs, and into other annotations.
       basicPod({ 'secret-agent.io/secret-db': value }),
-      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/mode': value }),
+      basicPod({ 'secret-agent.io/secret-db': ` ${value}` }),
+      basicPod({ 'secret-agent.io/secret-db': `aws:${value}?stage=${value}` }),
+      basicPod({ 'secret-agent.io/secret-db': `projects/${value}/secrets/x` }),
+      basicPod({ 'secret-agent.io/secret-db': `vault:a/../${value}` }),
+      basicPod({ ...db, 'secret-agent.io/rotation-command': value, 'secret-agent.io/mode': 'x' }),
+      basicPod({ ...db, 'secret-agent.io/rotation-http-url': value }),
       basicPod({
-        'secret-agent.io/secret-db': 'aws:db',
-        'secret-agent.io/rotation-command': '',
-        'secret-agent.io/agent-http-addr': value,
+        ...db,
+        'secret-agent.io/rotation-http-url': `get https://u:${value}@h/${value}?t=${value}#${value}`,
       }),
-      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/file-mode-db': value }),
-      basicPod({ 'secret-agent.io/secret-db': 'aws:db', 'secret-agent.io/containers': value }),
+      basicPod({ ...db, 'secret-agent.io/rotation-http-url': `arn:aws:${value}` }),
+      basicPod({ ...db, 'secret-agent.io/status': value, 'secret-agent.io/mode': 'x' }),
+      basicPod({ ...db, 'secret-agent.io/token': value }),
+      basicPod({ ...db, 'secret-agent.io/secret-a b': value }),
+      basicPod({ ...db, 'secret-agent.io/format-c': value }),
       // Values the app already has: env, other annotations, labels. The patch never copies them.
       basicPod(
-        { 'secret-agent.io/secret-db': 'aws:db', 'example.com/config': value },
+        { ...db, 'example.com/config': value },
         { containers: [{ name: 'app', image: 'a', env: [{ name: 'PASSWORD', value }] }] },
       ),
     ];
     let denied = 0;
     for (const pod of pods) {
-      const result = admit(pod);
+      const result = admit(pod, CLUSTER);
       if (result.outcome === 'denied') denied++;
       const text = JSON.stringify(result.review);
       assertNoCanary(text, 'an AdmissionReview response');
+      assertNoCanary(JSON.stringify(result.log), 'the decision log');
       assertNoCanary(JSON.stringify(decodePatch(result.review.response)), 'a JSON patch');
     }
-    assert.equal(denied, 5, 'the pasted values were rejected, so their error messages were checked');
+    assert.equal(
+      denied,
+      pods.length - 1,
+      'the pasted values were rejected, so their error messages were checked',
+    );
   });
 });
 
@@ -891,5 +921,291 @@ describe('run-to-completion pods (restartPolicy Never or OnFailure, e.g. a Job�
       agents.map((c) => [c.name, c.restartPolicy]),
       [['secret-agent', 'Always']],
     );
+  });
+});
+
+/** The one refusal message of a denied pod. */
+function refusal(pod: PodDoc, env: Record<string, string> = {}): string {
+  const result = admit(pod, env);
+  assert.equal(result.outcome, 'denied', JSON.stringify(result.review.response));
+  return result.review.response.status!.message;
+}
+
+describe('what a refusal shows of a bad value (each annotation declares it)', () => {
+  const ok = { 'secret-agent.io/secret-a': 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbCdEf' };
+
+  it('quotes names, enums, booleans, durations, paths and container names, so the message is readable', () => {
+    const shown: [string, Record<string, string>, string][] = [
+      ['inject', { ...ok, 'secret-agent.io/inject': 'yes' }, '"yes" is not a boolean'],
+      [
+        'inject, in a message of ours',
+        { 'secret-agent.io/inject': 'true' },
+        'is "true" but no secret is named',
+      ],
+      ['mode', { ...ok, 'secret-agent.io/mode': 'both' }, '"both" is not an injection mode'],
+      [
+        'duration',
+        { ...ok, 'secret-agent.io/refresh-interval': '5 minutes' },
+        '"5 minutes" is not a duration',
+      ],
+      ['relative path', { ...ok, 'secret-agent.io/path-a': 'x/../y' }, 'contains a ".." segment'],
+      [
+        'absolute path',
+        { ...ok, 'secret-agent.io/mount-path': 'etc/secrets' },
+        '"etc/secrets" is not an absolute path',
+      ],
+      [
+        'container name',
+        { ...ok, 'secret-agent.io/containers': 'app,worker' },
+        'names "worker", which the pod does not have',
+      ],
+      [
+        'quantity',
+        { ...ok, 'secret-agent.io/agent-memory-limit': 'lots' },
+        '"lots" is not a resource quantity',
+      ],
+      ['format', { ...ok, 'secret-agent.io/format-a': 'json' }, '"json" is not one of raw, split, dotenv'],
+    ];
+    for (const [name, annotations, text] of shown)
+      assert.ok(refusal(basicPod(annotations)).includes(text), name);
+  });
+
+  it('describes a reference that does not parse, and other free text, by its shape only', () => {
+    const value = canary('pasted-secret');
+    const hidden: [string, Record<string, string>, RegExp][] = [
+      [
+        'a pasted secret as a reference',
+        { 'secret-agent.io/secret-db': value },
+        /secret-agent\.io\/secret-db: \(a value of \d+ characters\)/,
+      ],
+      [
+        'a secret with white space',
+        { 'secret-agent.io/secret-db': `aws:db ${value}` },
+        /\(a value of \d+ characters\) contains white space/,
+      ],
+      [
+        'an ARN that is not one',
+        { 'secret-agent.io/secret-db': `arn:aws:${value}` },
+        /secret-agent\.io\/secret-db: /,
+      ],
+      [
+        'credentials in a rotation URL',
+        {
+          ...ok,
+          'secret-agent.io/rotation-http-url': `post http://app:${value}@127.0.0.1:8080/-/reload?token=${value}`,
+        },
+        /secret-agent\.io\/rotation-http-url: "post http:\/\/…@127\.0\.0\.1:8080\/…" is not \[METHOD\] URL/,
+      ],
+      [
+        'a rotation URL that is no URL',
+        { ...ok, 'secret-agent.io/rotation-http-url': value },
+        /secret-agent\.io\/rotation-http-url: \(a value of \d+ characters\) is not \[METHOD\] URL/,
+      ],
+      [
+        'a command beside another problem',
+        { ...ok, 'secret-agent.io/rotation-command': value, 'secret-agent.io/mode': 'both' },
+        /"both" is not an injection mode/,
+      ],
+      [
+        'an unknown annotation',
+        { ...ok, 'secret-agent.io/pasword': value },
+        /secret-agent\.io\/pasword: is not a secret-agent annotation/,
+      ],
+      ['a bad file name', { ...ok, 'secret-agent.io/secret-a b': value }, /"a b" is not a file name/],
+    ];
+    for (const [name, annotations, shape] of hidden) {
+      const message = refusal(basicPod(annotations));
+      assertNoCanary(message, `the refusal of ${name}`);
+      assert.match(message, shape, name);
+    }
+  });
+
+  it('is declared for every annotation: only references, free text and URLs are hidden', () => {
+    const echo = (table: Record<string, { echo: string }>) =>
+      Object.fromEntries(
+        Object.entries(table)
+          .filter(([, a]) => a.echo !== 'quote')
+          .map(([n, a]) => [n, a.echo]),
+      );
+    assert.deepEqual(echo(POD_ANNOTATIONS), {
+      status: 'shape',
+      'rotation-http-url': 'url',
+      'rotation-command': 'shape',
+    });
+    assert.deepEqual(echo(FILE_ANNOTATIONS), { secret: 'shape' });
+    for (const a of [...Object.values(POD_ANNOTATIONS), ...Object.values(FILE_ANNOTATIONS)])
+      assert.ok(['quote', 'shape', 'url'].includes(a.echo));
+  });
+});
+
+describe('pods that cannot work are refused at admission', () => {
+  const cases: [string, Record<string, string>, Record<string, string>, string, RegExp][] = [
+    [
+      'aws:NAME without a region',
+      { 'secret-agent.io/secret-db': 'aws:prod/db' },
+      {},
+      'secret-agent.io/aws-region',
+      /AGENT_AWS_REGION.*Fix: set secret-agent\.io\/aws-region/,
+    ],
+    [
+      'gcp:SECRET without a project',
+      { 'secret-agent.io/secret-db': 'gcp:db' },
+      {},
+      'secret-agent.io/gcp-project',
+      /AGENT_GCP_PROJECT.*Fix: set secret-agent\.io\/gcp-project/,
+    ],
+    [
+      'vault: without a Vault address',
+      { 'secret-agent.io/secret-db': 'vault:secret/data/db', 'secret-agent.io/vault-role': 'db' },
+      {},
+      'secret-agent.io/secret-db',
+      /AGENT_VAULT_ADDR/,
+    ],
+    [
+      'vault: without a role',
+      { 'secret-agent.io/secret-db': 'vault:secret/data/db' },
+      { AGENT_VAULT_ADDR: 'https://vault.example:8200' },
+      'secret-agent.io/vault-role',
+      /AGENT_VAULT_ROLE.*Fix: set secret-agent\.io\/vault-role/,
+    ],
+  ];
+  for (const [name, annotations, env, field, detail] of cases) {
+    it(name, () => {
+      const message = refusal(basicPod(annotations), env);
+      assert.ok(message.includes(`${field}:`), message);
+      assert.match(message, detail);
+    });
+  }
+
+  it('vault: in a pod without a service-account token', () => {
+    const pod = basicPod(
+      { 'secret-agent.io/secret-db': 'vault:secret/data/db', 'secret-agent.io/vault-role': 'db' },
+      { automountServiceAccountToken: false },
+    );
+    assert.match(
+      refusal(pod, { AGENT_VAULT_ADDR: 'https://vault.example:8200' }),
+      /secret-agent\.io\/secret-db: .*automountServiceAccountToken: false/,
+    );
+  });
+
+  it('admits them once the pod, the cluster or the reference supplies what is missing', () => {
+    const vault = { AGENT_VAULT_ADDR: 'https://vault.example:8200' };
+    const fine: [Record<string, string>, Record<string, string>][] = [
+      [{ 'secret-agent.io/secret-db': 'aws:prod/db', 'secret-agent.io/aws-region': 'eu-west-1' }, {}],
+      [{ 'secret-agent.io/secret-db': 'aws:prod/db' }, { AGENT_AWS_REGION: 'eu-west-1' }],
+      [
+        {
+          'secret-agent.io/secret-db': 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf',
+        },
+        {},
+      ],
+      [{ 'secret-agent.io/secret-db': 'gcp:db', 'secret-agent.io/gcp-project': 'my-project' }, {}],
+      [{ 'secret-agent.io/secret-db': 'gcp:db' }, { AGENT_GCP_PROJECT: 'my-project' }],
+      [{ 'secret-agent.io/secret-db': 'projects/my-project/secrets/db' }, {}],
+      [{ 'secret-agent.io/secret-db': 'vault:secret/data/db', 'secret-agent.io/vault-role': 'db' }, vault],
+      [{ 'secret-agent.io/secret-db': 'vault:secret/data/db' }, { ...vault, AGENT_VAULT_ROLE: 'apps' }],
+    ];
+    for (const [annotations, env] of fine) {
+      const result = admit(basicPod(annotations), env);
+      assert.equal(
+        result.outcome,
+        'injected',
+        JSON.stringify([annotations, env, result.review.response.status]),
+      );
+    }
+  });
+});
+
+describe('allowed but risky: AdmissionReview warnings', () => {
+  const arn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbCdEf';
+  const warnings = (annotations: Record<string, string>) => {
+    const result = admit(basicPod({ 'secret-agent.io/secret-a': arn, ...annotations }));
+    assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+    return result.review.response.warnings ?? [];
+  };
+
+  it('a file readable by others', () => {
+    const [perFile] = warnings({ 'secret-agent.io/file-mode-a': '0644' });
+    assert.match(perFile!, /secret-agent\.io\/file-mode-a is 0644: .*readable by/);
+    const [podWide] = warnings({ 'secret-agent.io/file-mode': '0444' });
+    assert.match(podWide!, /secret-agent\.io\/file-mode is 0444/);
+    assert.deepEqual(warnings({ 'secret-agent.io/file-mode-a': '0440' }), []);
+    assert.deepEqual(warnings({}), []);
+  });
+
+  it('a refresh interval under 30 s, where a sidecar refreshes', () => {
+    assert.match(
+      warnings({ 'secret-agent.io/refresh-interval': '10s' })[0]!,
+      /secret-agent\.io\/refresh-interval is 10s/,
+    );
+    assert.match(
+      warnings({ 'secret-agent.io/refresh-interval-a': '5s' })[0]!,
+      /secret-agent\.io\/refresh-interval-a is 5s/,
+    );
+    assert.deepEqual(warnings({ 'secret-agent.io/refresh-interval': '30s' }), []);
+    assert.deepEqual(
+      warnings({ 'secret-agent.io/refresh-interval': '10s', 'secret-agent.io/mode': 'init' }),
+      [],
+    );
+  });
+});
+
+describe('an unknown annotation suggests the closest one', () => {
+  const ok = { 'secret-agent.io/secret-a': 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbCdEf' };
+  const cases: [string, string][] = [
+    ['secrets-api', 'secret-api'],
+    ['secrets-db', 'secret-db'],
+    ['file-mod-db', 'file-mode-db'],
+    ['refresh-intervall-db', 'refresh-interval-db'],
+    ['fromat-db', 'format-db'],
+    ['moed', 'mode'],
+    ['refresh-intervall', 'refresh-interval'],
+  ];
+  for (const [typo, meant] of cases) {
+    it(`${typo} → ${meant}`, () => {
+      const message = refusal(basicPod({ ...ok, [`secret-agent.io/${typo}`]: 'x' }));
+      assert.ok(
+        message.includes(
+          `secret-agent.io/${typo}: is not a secret-agent annotation. Fix: did you mean secret-agent.io/${meant}?`,
+        ),
+        message,
+      );
+    });
+  }
+  it('suggests nothing when nothing is close', () => {
+    assert.doesNotMatch(refusal(basicPod({ ...ok, 'secret-agent.io/colour': 'x' })), /did you mean/);
+  });
+});
+
+describe('a pod with the opt-in label but not the annotation', () => {
+  const labelled = (annotations: Record<string, string>) => ({
+    ...basicPod({}),
+    metadata: { name: 'web', namespace: 'apps', labels: { 'secret-agent.io/inject': 'true' }, annotations },
+  });
+
+  it('is allowed unchanged, with a warning naming the annotation and the fix', () => {
+    const cases: Record<string, string>[] = [
+      { 'secret-agent.io/secret-a': 'aws:a' },
+      { 'secret-agent.io/inject': 'false' },
+    ];
+    for (const annotations of cases) {
+      const result = admit(labelled(annotations));
+      assert.equal(result.outcome, 'skipped');
+      assert.equal(result.review.response.allowed, true);
+      assert.equal(result.review.response.patch, undefined);
+      const warnings = result.review.response.warnings ?? [];
+      assert.equal(warnings.length, 1, JSON.stringify(annotations));
+      assert.match(warnings[0]!, /label secret-agent\.io\/inject: "true"/);
+      assert.match(warnings[0]!, /annotation secret-agent\.io\/inject: "true"/);
+    }
+  });
+
+  it('gets no warning without the label', () => {
+    const result = admit({
+      ...basicPod({}),
+      metadata: { annotations: { 'secret-agent.io/secret-a': 'aws:a' } },
+    });
+    assert.equal(result.outcome, 'skipped');
+    assert.equal(result.review.response.warnings, undefined);
   });
 });

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { FILE_ANNOTATION_PREFIXES, matchFileAnnotation, POD_ANNOTATIONS } from '../../webhook/annotations.ts';
+import {
+  FILE_ANNOTATION_PREFIXES,
+  FILE_ANNOTATIONS,
+  matchFileAnnotation,
+  POD_ANNOTATIONS,
+} from '../../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
 import { ROOT } from '../support/run-agent.ts';
 
@@ -20,5 +25,19 @@ describe('the annotation surface', () => {
     for (const name of Object.keys(POD_ANNOTATIONS))
       assert.ok(doc.includes(`\`secret-agent.io/${name}\``), name);
     for (const name of Object.keys(WEBHOOK_SETTINGS)) assert.ok(doc.includes(`\`${name}\``), name);
+  });
+
+  it('docs/webhook.md#denials names every annotation whose value a refusal hides', () => {
+    const doc = readFileSync(join(ROOT, 'docs/webhook.md'), 'utf8');
+    const denials = doc.slice(doc.indexOf('## Denials'), doc.indexOf('\n## ', doc.indexOf('## Denials') + 1));
+    const hidden = [
+      ...Object.entries(POD_ANNOTATIONS)
+        .filter(([, a]) => a.echo !== 'quote')
+        .map(([name]) => name),
+      ...Object.entries(FILE_ANNOTATIONS)
+        .filter(([, a]) => a.echo !== 'quote')
+        .map(([name]) => `${name}-<file>`),
+    ];
+    for (const name of hidden) assert.ok(denials.includes(`\`${name}\``), name);
   });
 });

@@ -9,7 +9,7 @@ import { parseWebhookConfig } from '../../webhook/config.ts';
 import { MAX_BODY_BYTES } from '../../webhook/server.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
-import { AGENT_IMAGE, basicPod, decodePatch, review } from './fixtures.ts';
+import { AGENT_IMAGE, basicPod, decodePatch, review, type PodDoc } from './fixtures.ts';
 import { call, type Reply } from './https-call.ts';
 import { certDir, makeServingPair, SERVER_NAME, type ServingPair } from './tls-certs.ts';
 
@@ -34,6 +34,9 @@ async function start(
     WEBHOOK_HOST: '127.0.0.1',
     TLS_CERT_FILE: dir.cert,
     TLS_KEY_FILE: dir.key,
+    // gcp:SECRET and aws:NAME references are refused without them.
+    AGENT_GCP_PROJECT: 'my-project',
+    AGENT_AWS_REGION: 'eu-west-1',
   });
   return startWebhook(config, { log });
 }
@@ -257,5 +260,90 @@ describe('certificate reload', () => {
     } finally {
       await webhook.close();
     }
+  });
+});
+
+describe('admission decisions are logged at info, one line each, without values', () => {
+  it('says injected, skipped and why, refused and why: names of annotations and containers, never their values', async () => {
+    const pair = await makeServingPair();
+    using dir = certDir();
+    dir.write(pair);
+    let text = '';
+    const stream = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        text += chunk.toString();
+        done();
+      },
+    });
+    const webhook = await start(dir, pino({ level: 'info' }, stream));
+    const secret = canary('pasted');
+    const arn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
+    const pods: [string, PodDoc][] = [
+      [
+        'injected',
+        basicPod(
+          {
+            'secret-agent.io/secret-db': arn,
+            'secret-agent.io/containers': 'web',
+            'secret-agent.io/file-mode-db': '0644',
+          },
+          {
+            containers: [
+              { name: 'web', image: 'a' },
+              { name: 'proxy', image: 'b' },
+            ],
+          },
+        ),
+      ],
+      [
+        'refused',
+        basicPod({
+          'secret-agent.io/secret-db': secret,
+          'secret-agent.io/mode': 'sometimes-typo',
+          'secret-agent.io/containers': 'web,wrkr',
+        }),
+      ],
+      [
+        'label only',
+        { ...basicPod({}), metadata: { name: 'web-1', labels: { 'secret-agent.io/inject': 'true' } } },
+      ],
+    ];
+    try {
+      for (const [, pod] of pods)
+        assert.equal(
+          (await call(webhook.port, pair.ca, '/mutate', { body: JSON.stringify(review(pod)) })).status,
+          200,
+        );
+      assert.equal((await call(webhook.port, pair.ca, '/mutate', { body: '{' })).status, 400);
+    } finally {
+      await webhook.close();
+    }
+    assertNoCanary(text, 'webhook logs');
+    for (const value of ['sometimes-typo', arn, '0644'])
+      assert.ok(!text.includes(value), `${value} is in the log`);
+    const lines = text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.uid !== undefined || l.outcome !== undefined);
+    assert.equal(lines.length, 4, text);
+    for (const l of lines) assert.equal(l.level, 30, JSON.stringify(l));
+    const [injected, refused, skipped, invalid] = lines;
+    assert.equal(injected!.outcome, 'injected');
+    assert.deepEqual(injected!.files, ['db']);
+    assert.deepEqual(injected!.containers, ['web']);
+    assert.equal(injected!.warnings, 1);
+    assert.equal(refused!.outcome, 'denied');
+    assert.deepEqual([...(refused!.annotations as string[])].sort(), [
+      'secret-agent.io/containers',
+      'secret-agent.io/mode',
+      'secret-agent.io/secret-db',
+    ]);
+    assert.ok((refused!.problems as string[]).some((p) => p.includes('which the pod does not have')));
+    assert.equal(skipped!.outcome, 'skipped');
+    assert.equal(skipped!.reason, 'not-opted-in');
+    assert.equal(skipped!.warnings, 1);
+    assert.equal(skipped!.pod, 'web-1');
+    assert.equal(invalid!.outcome, 'invalid');
   });
 });

@@ -1,12 +1,13 @@
-import { parseAgentConfig, type Env } from '../../agent/contract/env.ts';
+import { parseAgentConfig, SECRET_VAR, type Env } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
-import { PREFIX } from '../annotations.ts';
+import { PREFIX, type FileAnnotationName, type InjectionMode } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
 import { decide, type SkipReason } from './decide.ts';
 import { parseInjectionRequest } from './parse-annotations.ts';
+import { annotationValues, forLog, redactMessage } from './redact.ts';
 import {
   allowResponse,
   denyResponse,
@@ -14,54 +15,112 @@ import {
   type AdmissionReviewResponse,
 } from './review.ts';
 
+/**
+ * One admission decision as the webhook logs it: names of annotations, files and containers, never an
+ * annotation's value (refusal problems have their quoted text elided).
+ */
+export interface DecisionLog {
+  readonly pod?: string;
+  readonly outcome: 'injected' | 'skipped' | 'denied';
+  readonly reason?: SkipReason;
+  readonly mode?: InjectionMode;
+  readonly files?: readonly string[];
+  readonly containers?: readonly string[];
+  readonly annotations?: readonly string[];
+  readonly problems?: readonly string[];
+  readonly warnings?: number;
+}
+
 export type AdmissionResult =
   | {
       readonly outcome: 'injected';
       readonly review: AdmissionReviewResponse;
       readonly request: InjectionRequest;
+      readonly log: DecisionLog;
     }
-  | { readonly outcome: 'skipped'; readonly review: AdmissionReviewResponse; readonly reason: SkipReason }
+  | {
+      readonly outcome: 'skipped';
+      readonly review: AdmissionReviewResponse;
+      readonly reason: SkipReason;
+      readonly log: DecisionLog;
+    }
   | {
       readonly outcome: 'denied';
       readonly review: AdmissionReviewResponse;
       readonly errors: readonly ConfigError[];
+      readonly log: DecisionLog;
     };
 
 /** AdmissionRequest in, AdmissionReview response out: decide, parse, check, render, patch. */
 export function admitPod(request: AdmissionRequest, defaults: InjectionDefaults): AdmissionResult {
   const decision = decide(request, defaults.ownNamespace);
-  if (decision.action === 'skip')
-    return { outcome: 'skipped', reason: decision.reason, review: allowResponse(request) };
-  const values = Object.entries(request.pod?.metadata?.annotations ?? {})
-    .filter(([key]) => key.startsWith(PREFIX))
-    .map(([, value]) => value);
-  if (decision.action === 'deny') return denied(request, [decision.error], values);
+  const meta = request.pod?.metadata;
+  const pod = meta?.name ?? meta?.generateName;
+  const named = pod === undefined ? {} : { pod };
+  if (decision.action === 'skip') {
+    const warnings = decision.warnings ?? [];
+    return {
+      outcome: 'skipped',
+      reason: decision.reason,
+      review: allowResponse(request, undefined, warnings),
+      log: {
+        ...named,
+        outcome: 'skipped',
+        reason: decision.reason,
+        ...(warnings.length ? { warnings: warnings.length } : {}),
+      },
+    };
+  }
+  const annotations = meta?.annotations ?? {};
+  if (decision.action === 'deny') return denied(request, [decision.error], annotations, pod);
   let injection: InjectionRequest;
   try {
     injection = parseInjectionRequest(decision.pod, defaults);
-    checkAgentAccepts(injection);
+    checkAgentAccepts(injection, annotations);
   } catch (e) {
-    if (e instanceof ConfigErrors) return denied(request, e.errors, values);
+    if (e instanceof ConfigErrors) return denied(request, e.errors, annotations, pod);
     throw e;
   }
+  const spec = decision.pod.spec;
   return {
     outcome: 'injected',
     request: injection,
     review: allowResponse(request, renderPodPatch(decision.pod, injection, defaults), injection.warnings),
+    log: {
+      ...named,
+      outcome: 'injected',
+      mode: injection.mode,
+      files: injection.secrets.map((s) => s.file),
+      containers:
+        injection.containers ?? [...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name),
+      ...(injection.warnings.length ? { warnings: injection.warnings.length } : {}),
+    },
   };
 }
 
 function denied(
   request: AdmissionRequest,
   errors: readonly ConfigError[],
-  values: readonly string[],
+  annotations: Readonly<Record<string, string>>,
+  pod: string | undefined,
 ): AdmissionResult {
-  const messages = errors.map((e) => scrubValues(e.message, values));
+  const values = annotationValues(annotations);
+  const messages = errors.map((e) => redactMessage(e, values));
   const message =
     errors.length === 1
       ? `secret-agent cannot inject this pod: ${messages[0]}`
       : `secret-agent cannot inject this pod (${errors.length} problems): ${messages.join(' | ')}`;
-  return { outcome: 'denied', errors, review: denyResponse(request, message) };
+  return {
+    outcome: 'denied',
+    errors,
+    review: denyResponse(request, message),
+    log: {
+      ...(pod === undefined ? {} : { pod }),
+      outcome: 'denied',
+      annotations: [...new Set(errors.map((e) => e.field))],
+      problems: messages.map(forLog),
+    },
+  };
 }
 
 const ACCEPTED_ENV = new Set<string>();
@@ -71,7 +130,7 @@ const ACCEPTED_ENV_LIMIT = 1024;
  * Runs the agent's own parser over the env we are about to render, so a pod is denied now (naming
  * the annotation) rather than crash-looping later on a combination only the agent checks.
  */
-function checkAgentAccepts(injection: InjectionRequest): void {
+function checkAgentAccepts(injection: InjectionRequest, annotations: Readonly<Record<string, string>>): void {
   const { env, sources } = renderAgentEnv(injection, 'sidecar');
   const values: Record<string, string> = {};
   for (const e of env) values[e.name] = 'value' in e ? e.value : 'downward-api';
@@ -87,30 +146,32 @@ function checkAgentAccepts(injection: InjectionRequest): void {
     if (!(e instanceof ConfigErrors)) throw e;
     throw new ConfigErrors(
       e.errors.map((err) => {
-        const annotation = sources.get(err.field) ?? `${PREFIX}inject`;
+        const annotation =
+          fileAnnotation(err.field, injection, annotations) ?? sources.get(err.field) ?? `${PREFIX}inject`;
         return new ConfigError(annotation, `${err.problem} (agent setting ${err.field})`, err.fix);
       }),
     );
   }
 }
 
-const QUOTED = /"(?:[^"\\]|\\.)*"/g;
+/** The per-file setting behind SECRET_<N>_<NAME>, so an error names (and shows) the annotation the user wrote. */
+const FILE_SETTING: Readonly<Record<string, FileAnnotationName>> = {
+  REF: 'secret',
+  FILENAME: 'path',
+  FORMAT: 'format',
+  MODE: 'file-mode',
+  REFRESH_INTERVAL: 'refresh-interval',
+};
 
-/**
- * Replaces quoted annotation text in an error with its length. A user who pastes a secret value
- * where a reference belongs must not see it echoed into API server responses, events and audit logs;
- * the annotation name and the fix are enough to act on.
- */
-export function scrubValues(message: string, values: readonly string[]): string {
-  return message.replace(QUOTED, (quoted) => {
-    let text: string;
-    try {
-      text = JSON.parse(quoted) as string;
-    } catch {
-      return quoted;
-    }
-    const core = text.endsWith('…') ? text.slice(0, -1) : text;
-    if (core === '' || !values.some((v) => v.includes(core))) return quoted;
-    return `(a value of ${core.length}${core === text ? '' : '+'} characters)`;
-  });
+function fileAnnotation(
+  env: string,
+  injection: InjectionRequest,
+  annotations: Readonly<Record<string, string>>,
+): string | undefined {
+  const m = SECRET_VAR.exec(env);
+  const secret = m ? injection.secrets[Number(m[1])] : undefined;
+  const setting = m ? FILE_SETTING[m[2]!] : undefined;
+  if (!secret || !setting) return undefined;
+  const key = `${PREFIX}${setting}-${secret.file}`;
+  return Object.hasOwn(annotations, key) ? key : secret.annotation;
 }

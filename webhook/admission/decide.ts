@@ -1,12 +1,12 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX, STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
+import { OPT_IN_LABEL, PREFIX, STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
 import type { AdmissionRequest, PodShape } from './review.ts';
 
 /** Why a request is let through unchanged; also the `reason` label of the skip metric. */
 export type SkipReason = 'not-a-pod-create' | 'own-namespace' | 'not-opted-in' | 'already-injected';
 
 export type Decision =
-  | { readonly action: 'skip'; readonly reason: SkipReason }
+  | { readonly action: 'skip'; readonly reason: SkipReason; readonly warnings?: readonly string[] }
   | { readonly action: 'deny'; readonly error: ConfigError }
   | { readonly action: 'inject'; readonly pod: PodShape };
 
@@ -21,7 +21,22 @@ export function decide(request: AdmissionRequest, ownNamespace: string): Decisio
   if (annotations[STATUS_ANNOTATION] === STATUS_INJECTED)
     return { action: 'skip', reason: 'already-injected' };
   const inject = annotations[`${PREFIX}inject`];
-  if (inject === undefined || inject === 'false') return { action: 'skip', reason: 'not-opted-in' };
+  if (inject === undefined || inject === 'false') {
+    // The label sends the pod here; without the annotation the user half opted in and would
+    // otherwise never learn why nothing happened.
+    if (pod.metadata?.labels?.[OPT_IN_LABEL] !== 'true') return { action: 'skip', reason: 'not-opted-in' };
+    const has =
+      inject === undefined
+        ? `not the annotation ${PREFIX}inject: "true"`
+        : `the annotation ${PREFIX}inject: "false"`;
+    return {
+      action: 'skip',
+      reason: 'not-opted-in',
+      warnings: [
+        `secret-agent: this pod has the label ${OPT_IN_LABEL}: "true" but ${has}, so nothing was injected. To inject the agent, set the annotation ${PREFIX}inject: "true"; otherwise remove the label (the webhook is called for every pod that carries it).`,
+      ],
+    };
+  }
   if (inject !== 'true')
     return {
       action: 'deny',

@@ -1,7 +1,8 @@
 import type { SecretFormat } from '../../agent/contract/env.ts';
-import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
+import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
   AGENT_CONTAINER,
   AGENT_PORT_NAME,
@@ -84,7 +85,8 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
       agentSettings.push({ env: a.env, value, annotation: PREFIX + name });
   }
 
-  const secrets = parseSecretFiles(fileValues, defaults.allowFileReferences, errors);
+  const references: ParsedReference[] = [];
+  const secrets = parseSecretFiles(fileValues, defaults.allowFileReferences, errors, references);
   if (secrets.length === 0 && fileValues.size === 0)
     errors.push(
       new ConfigError(
@@ -226,6 +228,10 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([name, value]) => ({ name, value }));
 
+  const provided = new Set(providerEnv.map((e) => e.name));
+  checkProviders(references, podValues, provided, pod, errors);
+  const risks = riskWarnings(podValues, fileValues, sidecar);
+
   if (errors.length > 0) throw new ConfigErrors(errors);
   return {
     mode: effectiveMode!,
@@ -240,8 +246,124 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     volumeSizeLimit,
     providerEnv,
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings: completion.warnings,
+    warnings: [...completion.warnings, ...risks],
   };
+}
+
+interface ParsedReference {
+  /** The `secret-agent.io/secret-<file>` key it came from. */
+  readonly annotation: string;
+  readonly ref: SecretReference;
+}
+
+/**
+ * What each provider needs that a reference may not carry. Without it the agent fails in the pod, after
+ * it exists; refused here, the user learns it from `kubectl apply` (or the ReplicaSet's events).
+ */
+function checkProviders(
+  references: readonly ParsedReference[],
+  podValues: ReadonlyMap<PodAnnotationName, string>,
+  provided: ReadonlySet<string>,
+  pod: PodShape,
+  errors: ConfigError[],
+): void {
+  const names = (refs: readonly ParsedReference[]) => refs.map((r) => r.annotation).join(', ');
+  // An annotation that is set but invalid has its own error already.
+  const lacks = (annotation: PodAnnotationName, env: string) =>
+    !podValues.has(annotation) && !provided.has(env);
+  const awsByName = references.filter((r) => r.ref.provider === 'aws' && r.ref.region === undefined);
+  if (awsByName.length > 0 && lacks('aws-region', 'AWS_REGION'))
+    errors.push(
+      new ConfigError(
+        `${PREFIX}aws-region`,
+        `is not set and the webhook has no AGENT_AWS_REGION default, so ${names(awsByName)} (aws:NAME, which has no region) cannot be fetched`,
+        `set ${PREFIX}aws-region to the secrets' region, e.g. eu-west-1, or reference them by ARN (an ARN carries its region); a cluster admin can set AGENT_AWS_REGION on the webhook for every pod`,
+      ),
+    );
+  const gcpShort = references.filter((r) => r.ref.provider === 'gcp' && r.ref.project === undefined);
+  if (gcpShort.length > 0 && lacks('gcp-project', 'GCP_PROJECT'))
+    errors.push(
+      new ConfigError(
+        `${PREFIX}gcp-project`,
+        `is not set and the webhook has no AGENT_GCP_PROJECT default, so ${names(gcpShort)} (gcp:SECRET, which has no project) cannot be fetched`,
+        `set ${PREFIX}gcp-project to the project id, e.g. my-project, or write the references as projects/PROJECT/secrets/SECRET; a cluster admin can set AGENT_GCP_PROJECT on the webhook for every pod`,
+      ),
+    );
+  const vault = references.filter((r) => r.ref.provider === 'vault');
+  if (vault.length === 0) return;
+  // The webhook renders no Vault token or other auth method: the agent logs in with Kubernetes auth,
+  // which needs an address, a role and the pod's service-account token (agent/providers/vault/config.ts).
+  if (!provided.has('VAULT_ADDR'))
+    errors.push(
+      new ConfigError(
+        vault[0]!.annotation,
+        `${vault.length > 1 ? `this and ${vault.length - 1} more reference Vault` : 'references Vault'}, but the webhook has no Vault address (AGENT_VAULT_ADDR is not set), so the agent would try https://127.0.0.1:8200`,
+        'ask the cluster admin to set AGENT_VAULT_ADDR on the webhook (docs/install/vault.md); a pod cannot choose the Vault address',
+      ),
+    );
+  if (lacks('vault-role', 'VAULT_ROLE'))
+    errors.push(
+      new ConfigError(
+        `${PREFIX}vault-role`,
+        `is not set and the webhook has no AGENT_VAULT_ROLE default, but ${names(vault)} read from Vault, where the agent logs in with Kubernetes auth, which needs a role`,
+        `set ${PREFIX}vault-role to the Vault role bound to this pod's service account (docs/install/vault.md)`,
+      ),
+    );
+  if (pod.spec.automountServiceAccountToken === false)
+    errors.push(
+      new ConfigError(
+        vault[0]!.annotation,
+        'references Vault, but the pod sets automountServiceAccountToken: false, so the agent has no service-account token to log in with',
+        'remove automountServiceAccountToken: false from the pod spec (or set it to true)',
+      ),
+    );
+}
+
+/** A refresh interval under this is allowed, with a warning: every check is a call to the backend. */
+const SHORT_REFRESH_MS = 30_000;
+
+/** What is allowed but risky: told to the user as AdmissionReview warnings (kubectl prints them). */
+function riskWarnings(
+  podValues: ReadonlyMap<PodAnnotationName, string>,
+  fileValues: ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>,
+  sidecar: boolean,
+): string[] {
+  const modes: [string, string | undefined][] = [[`${PREFIX}file-mode`, podValues.get('file-mode')]];
+  const intervals: [string, string | undefined][] = [
+    [`${PREFIX}refresh-interval`, podValues.get('refresh-interval')],
+  ];
+  for (const [file, values] of [...fileValues].sort(([a], [b]) => a.localeCompare(b))) {
+    modes.push([`${PREFIX}file-mode-${file}`, values.get('file-mode')]);
+    intervals.push([`${PREFIX}refresh-interval-${file}`, values.get('refresh-interval')]);
+  }
+  const warnings: string[] = [];
+  for (const [key, text] of modes) {
+    const mode = text === undefined ? undefined : valid(() => SECRET_SETTINGS.MODE.parse(text, key));
+    if (mode !== undefined && (mode & 0o004) !== 0)
+      warnings.push(
+        `secret-agent: ${key} is ${text}: the file is readable by every user in the pod's containers, not only by the app's. Use 0400 (the agent runs as the pod's runAsUser), or 0440 to share it through the pod's fsGroup.`,
+      );
+  }
+  if (sidecar)
+    for (const [key, text] of intervals) {
+      const ms =
+        text === undefined ? undefined : valid(() => SECRET_SETTINGS.REFRESH_INTERVAL.parse(text, key));
+      if (ms !== undefined && ms < SHORT_REFRESH_MS)
+        warnings.push(
+          `secret-agent: ${key} is ${text}: the sidecar asks the backend for each secret that often, which costs API calls and may hit rate limits. 30s or more is usually enough.`,
+        );
+    }
+  return warnings;
+}
+
+/** The parsed value, or undefined when invalid (that annotation's error is reported elsewhere). */
+function valid<T>(parse: () => T): T | undefined {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof ConfigError) return undefined;
+    throw e;
+  }
 }
 
 /**
@@ -297,6 +419,7 @@ function parseSecretFiles(
   fileValues: ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>,
   allowFileReferences: boolean,
   errors: ConfigError[],
+  references: ParsedReference[],
 ): SecretFileRequest[] {
   const secrets: SecretFileRequest[] = [];
   for (const file of [...fileValues.keys()].sort()) {
@@ -320,8 +443,8 @@ function parseSecretFiles(
         ? undefined
         : attempt(errors, () => FILE_ANNOTATIONS[name].parse(raw, key(name)));
     };
-    const okRef = get('secret');
-    if (okRef !== undefined && ref.startsWith('file:') && !allowFileReferences) {
+    const okRef = get('secret') as SecretReference | undefined;
+    if (okRef?.provider === 'file' && !allowFileReferences) {
       errors.push(
         new ConfigError(
           key('secret'),
@@ -351,6 +474,7 @@ function parseSecretFiles(
       (values.has('refresh-interval') && refreshInterval === undefined)
     )
       continue;
+    references.push({ annotation: key('secret'), ref: okRef });
     secrets.push({
       file,
       annotation: key('secret'),
@@ -366,9 +490,11 @@ function parseSecretFiles(
     const [first, second] = conflict;
     const holders = (path: string) => secrets.filter((s) => s.path === path).map((s) => s.annotation);
     const culprit = first === second ? holders(second)[1]! : holders(second)[0]!;
+    // The path annotation is what to change, when the file has one.
+    const culpritFile = culprit.slice(`${PREFIX}secret-`.length);
     errors.push(
       new ConfigError(
-        culprit,
+        fileValues.get(culpritFile)?.has('path') ? `${PREFIX}path-${culpritFile}` : culprit,
         first === second
           ? `writes ${quote(first)}, which ${holders(first)[0]} writes too`
           : `writes ${quote(second)}, which needs ${quote(first)} as a directory, but ${holders(first)[0]} writes a file there`,
@@ -405,12 +531,22 @@ function nonNegativeInteger(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
 }
 
-/** The known pod-wide annotation within two edits of a mistyped one, for the error's fix. */
+/**
+ * The known annotation within two edits of a mistyped one, for the error's fix: pod-wide
+ * (`moed` → `mode`) or per-file with the file name kept (`secrets-db` → `secret-db`).
+ */
 function closestName(name: string): string | undefined {
   let best: { name: string; distance: number } | undefined;
-  for (const known of Object.keys(POD_ANNOTATIONS)) {
-    const d = editDistance(name, known);
-    if (d <= 2 && (!best || d < best.distance)) best = { name: known, distance: d };
+  const consider = (candidate: string, d: number) => {
+    if (d <= 2 && (!best || d < best.distance)) best = { name: candidate, distance: d };
+  };
+  for (const known of Object.keys(POD_ANNOTATIONS)) consider(known, editDistance(name, known));
+  // Every `-` may end the mistyped setting: `file-mod-db` is `file-mod` + `db`.
+  for (let dash = name.indexOf('-'); dash > 0; dash = name.indexOf('-', dash + 1)) {
+    const [setting, file] = [name.slice(0, dash), name.slice(dash + 1)];
+    if (!FILE_NAME.test(file)) continue;
+    for (const known of Object.keys(FILE_ANNOTATIONS))
+      consider(`${known}-${file}`, editDistance(setting, known));
   }
   return best?.name;
 }

@@ -27,6 +27,7 @@ export interface PodShape {
     readonly volumes?: readonly { readonly name?: unknown }[];
     readonly shareProcessNamespace?: boolean;
     readonly restartPolicy?: unknown;
+    readonly automountServiceAccountToken?: unknown;
     readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
   };
 }

@@ -13,20 +13,22 @@ export async function serve(): Promise<void> {
   try {
     config = parseWebhookConfig(process.env);
   } catch (e) {
-    if (e instanceof ConfigErrors) {
-      process.stderr.write(
-        `secret-agent-webhook: invalid configuration\n${e.errors.map((err) => `  ${err.message}\n`).join('')}`,
-      );
-      process.exit(2);
-    }
+    if (e instanceof ConfigErrors) invalidConfiguration(e);
     throw e;
   }
   const log = createLogger(config.logLevel, { component: 'webhook' });
-  const webhook = await startWebhook(config, {
-    log,
-    kubernetes: () => inClusterApiOptions(process.env),
-    defaultMetrics: true,
-  });
+  let webhook;
+  try {
+    webhook = await startWebhook(config, {
+      log,
+      kubernetes: () => inClusterApiOptions(process.env),
+      defaultMetrics: true,
+    });
+  } catch (e) {
+    // Certificate files, the port, the host: settings the user fixes, not a fault of ours.
+    if (e instanceof ConfigErrors) invalidConfiguration(e);
+    throw e;
+  }
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down');
     // Endpoints removal races SIGTERM; in-flight admissions finish before close() resolves.
@@ -37,6 +39,22 @@ export async function serve(): Promise<void> {
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
+}
+
+/**
+ * Exit 2: each problem as text on stderr for a person (`kubectl logs`, the termination message), and
+ * as one JSON line on stdout for log search, as the agent reports its own.
+ */
+function invalidConfiguration(e: ConfigErrors): never {
+  process.stderr.write(
+    `secret-agent-webhook: invalid configuration\n${e.errors.map((err) => `  ${err.message}\n`).join('')}`,
+  );
+  const time = new Date().toISOString();
+  for (const err of e.errors)
+    process.stdout.write(
+      `${JSON.stringify({ level: 'error', time, component: 'webhook', field: err.field, problem: err.problem, fix: err.fix, msg: 'invalid configuration' })}\n`,
+    );
+  process.exit(2);
 }
 
 /** A fault nothing above handled: name, message and stack (from our code), exit 70. */

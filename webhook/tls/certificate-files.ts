@@ -1,8 +1,9 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { watch } from 'chokidar';
+import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import type { Logger } from '../../agent/log.ts';
 
 export interface CertificatePair {
@@ -11,20 +12,85 @@ export interface CertificatePair {
   readonly notAfter: Date;
 }
 
+/** The settings that name the two files, which every error about them names too. */
+const CERT_FIELD = 'TLS_CERT_FILE';
+const KEY_FIELD = 'TLS_KEY_FILE';
+const FILE_FIX =
+  'mount the Secret with tls.crt and tls.key (cert-manager writes it) and point TLS_CERT_FILE / TLS_KEY_FILE at them, or use TLS_MODE=self-managed';
+
 /**
  * Checks that a PEM chain and key belong together and make a secure context. A half-updated pair
  * (new cert, old key) fails here, so the server keeps the previous pair instead of serving a broken one.
+ * Throws ConfigErrors naming TLS_CERT_FILE / TLS_KEY_FILE; never a byte of either file.
  */
 export function checkCertificatePair(cert: string, key: string): CertificatePair {
-  const leaf = new X509Certificate(cert);
-  if (!leaf.checkPrivateKey(createPrivateKey(key)))
-    throw new Error('the private key does not match the certificate');
+  const errors: ConfigError[] = [];
+  let leaf: X509Certificate | undefined;
+  try {
+    leaf = new X509Certificate(cert);
+  } catch {
+    errors.push(
+      new ConfigError(
+        CERT_FIELD,
+        'does not hold a PEM certificate',
+        'give the certificate chain, leaf first, as PEM (-----BEGIN CERTIFICATE-----)',
+      ),
+    );
+  }
+  let privateKey: KeyObject | undefined;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch {
+    // The parser's message is about the bytes; ours says which setting and what to put there.
+    errors.push(
+      new ConfigError(
+        KEY_FIELD,
+        'does not hold a PEM private key',
+        'give the unencrypted private key as PEM (-----BEGIN PRIVATE KEY----- or -----BEGIN EC/RSA PRIVATE KEY-----)',
+      ),
+    );
+  }
+  if (leaf && privateKey && !leaf.checkPrivateKey(privateKey))
+    errors.push(
+      new ConfigError(
+        KEY_FIELD,
+        `does not match the certificate in ${CERT_FIELD}`,
+        'give the key the certificate was issued for (a Secret written in one piece, as cert-manager does, always has a matching pair)',
+      ),
+    );
+  if (errors.length > 0 || !leaf) throw new ConfigErrors(errors);
   createSecureContext({ cert, key });
   return { cert, key, notAfter: new Date(leaf.validTo) };
 }
 
+/** Reads and checks both files; throws ConfigErrors naming each setting whose file is unusable. */
 export function readCertificateFiles(certFile: string, keyFile: string): CertificatePair {
-  return checkCertificatePair(readFileSync(certFile, 'utf8'), readFileSync(keyFile, 'utf8'));
+  const errors: ConfigError[] = [];
+  const read = (field: string, path: string): string | undefined => {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      errors.push(
+        new ConfigError(
+          field,
+          code === 'ENOENT'
+            ? `${quote(path)} does not exist`
+            : code === 'EACCES'
+              ? `${quote(path)} is not readable by the webhook's user`
+              : code === 'EISDIR'
+                ? `${quote(path)} is a directory`
+                : `${quote(path)} cannot be read (${code ?? 'unknown error'})`,
+          FILE_FIX,
+        ),
+      );
+      return undefined;
+    }
+  };
+  const cert = read(CERT_FIELD, certFile);
+  const key = read(KEY_FIELD, keyFile);
+  if (cert === undefined || key === undefined) throw new ConfigErrors(errors);
+  return checkCertificatePair(cert, key);
 }
 
 export interface CertificateWatch {

@@ -37,7 +37,11 @@ export type AuthSettings =
 
 /** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
 export const VAULT_ENV: readonly { name: string; default: string; doc: string }[] = [
-  { name: 'VAULT_ADDR', default: 'https://127.0.0.1:8200', doc: 'Vault server address (http or https URL).' },
+  {
+    name: 'VAULT_ADDR',
+    default: '',
+    doc: 'Required with vault: references: the Vault server address (http or https URL). The agent does not assume the Vault CLI’s https://127.0.0.1:8200; write it out if Vault listens in the pod.',
+  },
   {
     name: 'VAULT_NAMESPACE',
     default: '',

@@ -1,0 +1,71 @@
+import { parseVaultSettings } from '../providers/vault/config.ts';
+import { ProviderError } from '../providers/provider.ts';
+import type { AgentConfig, Env } from './env.ts';
+import { ConfigError } from './errors.ts';
+
+/**
+ * What the backends need from the agent's env, checked after parseAgentConfig and before any
+ * provider is loaded or called: a region for `aws:NAME`, a project for `gcp:SECRET`, a Vault address
+ * and usable Vault settings. Without this the first fetch would find the same gap, retry nothing, and exit 1 as if a
+ * backend had failed. It reads the same variables the providers read, the same way.
+ *
+ * Not part of parseAgentConfig on purpose: the webhook parses the env it renders with that, and
+ * other admission webhooks (EKS pod identity, IRSA) add AWS_REGION to the container after it.
+ */
+export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError[] {
+  const errors: ConfigError[] = [];
+  const refs = config.secrets.map((s) => ({ id: s.id, ref: s.ref }));
+
+  // agent/providers/aws.ts: `AWS_REGION ?? AWS_DEFAULT_REGION`, and an empty one counts as none.
+  const regionless = refs.filter((r) => r.ref.provider === 'aws' && r.ref.region === undefined);
+  if (regionless.length > 0 && !(env.AWS_REGION ?? env.AWS_DEFAULT_REGION)) {
+    const secrets = regionless.map((r) => r.id).join(', ');
+    errors.push(
+      new ConfigError(
+        'AWS_REGION',
+        `is not set, but secrets named without a region (aws:NAME) need it: ${secrets}`,
+        'set AWS_REGION (with the webhook: the secret-agent.io/aws-region annotation or AGENT_AWS_REGION), or reference the secret by its full ARN',
+      ),
+    );
+  }
+
+  // agent/providers/gcp.ts: `GCP_PROJECT || GOOGLE_CLOUD_PROJECT`.
+  const projectless = refs.filter((r) => r.ref.provider === 'gcp' && r.ref.project === undefined);
+  if (projectless.length > 0 && !(env.GCP_PROJECT || env.GOOGLE_CLOUD_PROJECT)) {
+    const secrets = projectless.map((r) => r.id).join(', ');
+    errors.push(
+      new ConfigError(
+        'GCP_PROJECT',
+        `is not set, but secrets named without a project (gcp:SECRET) need it: ${secrets}`,
+        'set GCP_PROJECT (with the webhook: the secret-agent.io/gcp-project annotation or AGENT_GCP_PROJECT), or write the reference as projects/PROJECT/secrets/SECRET',
+      ),
+    );
+  }
+
+  const vault = refs.filter((r) => r.ref.provider === 'vault');
+  if (vault.length > 0) {
+    // The Vault CLI's default, https://127.0.0.1:8200, is nothing in a pod unless Vault runs there:
+    // without this the agent would retry a refused connection until INIT_DEADLINE.
+    if (!env.VAULT_ADDR?.trim()) {
+      const secrets = vault.map((r) => r.id).join(', ');
+      errors.push(
+        new ConfigError(
+          'VAULT_ADDR',
+          `is not set, but secrets read from Vault need it: ${secrets}`,
+          'set it to the Vault server’s URL, e.g. https://vault.vault.svc:8200 (with the webhook: AGENT_VAULT_ADDR); write https://127.0.0.1:8200 out if Vault really listens in the pod',
+        ),
+      );
+    }
+    try {
+      parseVaultSettings(env);
+    } catch (e) {
+      if (!(e instanceof ProviderError)) throw e;
+      // The Vault settings' errors read `VARIABLE: problem` (docs/troubleshooting.md lists them with
+      // the vault provider's `invalid` failures): split them back into field and problem.
+      const m = /^([A-Z][A-Z0-9_]*): ([^]*)$/.exec(e.message);
+      const [field, problem] = m ? [m[1]!, m[2]!] : ['VAULT_ADDR', e.message];
+      errors.push(new ConfigError(field, problem, e.fix));
+    }
+  }
+  return errors;
+}
