@@ -459,16 +459,20 @@ class Scanner {
       return undefined;
     }
     if (ts.isIdentifier(n)) {
-      const declaration = this.#symbol(n)?.valueDeclaration;
-      if (
-        declaration &&
-        ts.isVariableDeclaration(declaration) &&
-        declaration.initializer &&
-        ts.getCombinedNodeFlags(declaration) & ts.NodeFlags.Const
-      )
-        return ev(declaration.initializer);
+      const initializer = this.#constInitializer(n);
+      if (initializer) return ev(initializer);
     }
     return undefined;
+  }
+
+  /** What a `const` identifier was initialised with, or undefined for anything else. */
+  #constInitializer(n: ts.Identifier): ts.Expression | undefined {
+    const declaration = this.#symbol(n)?.valueDeclaration;
+    return declaration &&
+      ts.isVariableDeclaration(declaration) &&
+      ts.getCombinedNodeFlags(declaration) & ts.NodeFlags.Const
+      ? declaration.initializer
+      : undefined;
   }
 
   /**
@@ -509,14 +513,8 @@ class Scanner {
       if (inlined) return inlined;
     }
     if (locals && ts.isIdentifier(n)) {
-      const declaration = this.#symbol(n)?.valueDeclaration;
-      if (
-        declaration &&
-        ts.isVariableDeclaration(declaration) &&
-        declaration.initializer &&
-        ts.getCombinedNodeFlags(declaration) & ts.NodeFlags.Const
-      )
-        return again(declaration.initializer);
+      const initializer = this.#constInitializer(n);
+      if (initializer) return again(initializer);
     }
     return [placeholder(n)];
   }

@@ -4,7 +4,7 @@
  * on stdout), never echoing a value. Issue 10's agent items. Build first: `node images/build.ts`.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readdirSync, rmSync, mkdtempSync, writeFileSync, chmodSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,7 @@ import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { REQUIRED_NODE_MAJOR } from '../../agent/require-node-version.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { AGENT_JS, memoryDir, runAgent, type AgentRun } from '../support/run-agent.ts';
+import { olderSystemNode, SYSTEM_PATH } from '../support/system-node.ts';
 
 let sources: string;
 const value = { password: '' };
@@ -34,12 +35,6 @@ function assertConfigErrors(run: AgentRun, fields: readonly string[]): void {
   }
   assert.ok(!run.logs.some((l) => l.msg === 'fetched'), 'nothing was fetched');
 }
-
-/** PATH without npm's node_modules/.bin: `npm test` puts the project's Node 24 first, this finds the system's. */
-const SYSTEM_PATH = (process.env.PATH ?? '/usr/bin:/bin')
-  .split(':')
-  .filter((dir) => !dir.includes('node_modules'))
-  .join(':');
 
 describe('the agent command line', () => {
   before(() => {
@@ -263,17 +258,7 @@ describe('the agent command line', () => {
       assert.equal(packageJson.engines.node, `>=${REQUIRED_NODE_MAJOR}`);
     });
 
-    const oldNode = (() => {
-      try {
-        const version = execFileSync('node', ['--version'], {
-          encoding: 'utf8',
-          env: { PATH: SYSTEM_PATH },
-        }).trim();
-        return Number(/^v(\d+)/.exec(version)?.[1]) < REQUIRED_NODE_MAJOR ? version : undefined;
-      } catch {
-        return undefined;
-      }
-    })();
+    const oldNode = olderSystemNode();
     it(
       'stops at once with a plain message, as text and as a JSON line (the node on PATH)',
       { skip: oldNode ? false : 'the `node` on PATH is not older than the required version' },

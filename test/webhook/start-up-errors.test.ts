@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
-import { REQUIRED_NODE_MAJOR } from '../../agent/require-node-version.ts';
 import { createLogger } from '../../agent/log.ts';
 import { parseWebhookConfig } from '../../webhook/config.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { ROOT } from '../support/run-agent.ts';
+import { olderSystemNode, SYSTEM_PATH } from '../support/system-node.ts';
 import { AGENT_IMAGE } from './fixtures.ts';
 import { certDir, makeServingPair } from './tls-certs.ts';
 
@@ -36,12 +36,6 @@ async function refusal(started: Promise<unknown>): Promise<ConfigErrors> {
   for (const e of error.errors) assert.match(e.message, /\. Fix: /);
   return error;
 }
-
-/** PATH without npm's node_modules/.bin: `npm test` puts the project's Node 24 first, this finds the system's. */
-const SYSTEM_PATH = (process.env.PATH ?? '/usr/bin:/bin')
-  .split(':')
-  .filter((dir) => !dir.includes('node_modules'))
-  .join(':');
 
 describe('start-up failures name the setting and the fix (ConfigErrors: exit 2, no stack)', () => {
   it('a missing certificate or key file', async () => {
@@ -147,17 +141,7 @@ describe('the built webhook (dist/webhook.js) at start-up', () => {
     );
   });
 
-  const oldNode = (() => {
-    try {
-      const version = execFileSync('node', ['--version'], {
-        encoding: 'utf8',
-        env: { PATH: SYSTEM_PATH },
-      }).trim();
-      return Number(/^v(\d+)/.exec(version)?.[1]) < REQUIRED_NODE_MAJOR ? version : undefined;
-    } catch {
-      return undefined;
-    }
-  })();
+  const oldNode = olderSystemNode();
   it(
     'stops at once on a Node older than the images’ (the node on PATH)',
     { skip: oldNode ? false : 'the `node` on PATH is not older than the required version' },
