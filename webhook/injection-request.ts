@@ -45,6 +45,15 @@ export interface InjectionRequest {
   readonly volumeSizeLimit: string;
   /** Provider env for the agent: cluster defaults with the pod's safe overrides applied. */
   readonly providerEnv: readonly { readonly name: string; readonly value: string }[];
+  /**
+   * Token volumes of the AWS identity the app was given (IRSA, EKS Pod Identity), mounted read-only
+   * into the agent too; their env is in providerEnv. Empty when the pod has none.
+   */
+  readonly identityMounts: readonly {
+    readonly name: string;
+    readonly mountPath: string;
+    readonly readOnly: true;
+  }[];
   /** Signal rotation and EXIT_WITH_PROCESS need to see the app's processes. */
   readonly shareProcessNamespace: boolean;
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */

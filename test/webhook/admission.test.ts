@@ -1209,3 +1209,126 @@ describe('a pod with the opt-in label but not the annotation', () => {
     assert.equal(result.review.response.warnings, undefined);
   });
 });
+
+describe('the AWS identity EKS gave the app (IRSA, Pod Identity) reaches the agent', () => {
+  // What EKS's pod-identity-webhook leaves on a pod when it ran before ours and is not called again.
+  const IRSA_TOKEN_DIR = '/var/run/secrets/eks.amazonaws.com/serviceaccount';
+  const POD_IDENTITY_TOKEN_DIR = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount';
+  const projected = (name: string, audience: string) => ({
+    name,
+    projected: { sources: [{ serviceAccountToken: { audience, expirationSeconds: 86400, path: 'token' } }] },
+  });
+  const irsaPod = (annotations: Record<string, string>) =>
+    basicPod(annotations, {
+      containers: [
+        {
+          name: 'app',
+          image: 'app:1',
+          env: [
+            { name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' },
+            { name: 'AWS_DEFAULT_REGION', value: 'eu-central-1' },
+            { name: 'AWS_REGION', value: 'eu-central-1' },
+            { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::123456789012:role/web' },
+            { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: `${IRSA_TOKEN_DIR}/token` },
+          ],
+          volumeMounts: [{ name: 'aws-iam-token', mountPath: IRSA_TOKEN_DIR, readOnly: true }],
+        },
+      ],
+      volumes: [projected('aws-iam-token', 'sts.amazonaws.com')],
+    });
+  const podIdentityPod = (annotations: Record<string, string>) =>
+    basicPod(annotations, {
+      containers: [
+        {
+          name: 'app',
+          image: 'app:1',
+          env: [
+            { name: 'AWS_CONTAINER_CREDENTIALS_FULL_URI', value: 'http://169.254.170.23/v1/credentials' },
+            {
+              name: 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE',
+              value: `${POD_IDENTITY_TOKEN_DIR}/eks-pod-identity-token`,
+            },
+          ],
+          volumeMounts: [
+            { name: 'eks-pod-identity-token', mountPath: POD_IDENTITY_TOKEN_DIR, readOnly: true },
+          ],
+        },
+      ],
+      volumes: [projected('eks-pod-identity-token', 'pods.eks.amazonaws.com')],
+    });
+  type Mount = { name: string; mountPath: string; readOnly?: boolean };
+  /** Each agent container with its env (downward API resolved) and its mounts. */
+  const agentsOf = (pod: PodDoc, env: Record<string, string>) => {
+    const result = admit(pod, env);
+    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+    const patched = mutate(pod, decodePatch(result.review.response));
+    validatePod(patched);
+    return [...(patched.spec.initContainers ?? []), ...patched.spec.containers]
+      .filter((c) => c.image === AGENT_IMAGE)
+      .map((c) => ({
+        env: containerEnv(c, patched),
+        envNames: ((c.env ?? []) as { name: string }[]).map((e) => e.name),
+        mounts: (c.volumeMounts ?? []) as Mount[],
+      }));
+  };
+
+  for (const native of ['true', 'false'])
+    it(`IRSA: the role, the token file and its volume, read-only, in every agent container (native sidecars ${native})`, () => {
+      // No aws-region annotation and no AGENT_AWS_REGION: the region EKS set is the agent's too.
+      const agents = agentsOf(irsaPod({ 'secret-agent.io/secret-db': 'aws:prod/db' }), {
+        NATIVE_SIDECARS: native,
+      });
+      assert.equal(agents.length, native === 'true' ? 1 : 2);
+      for (const agent of agents) {
+        const { env } = agent;
+        assert.equal(env.AWS_ROLE_ARN, 'arn:aws:iam::123456789012:role/web');
+        assert.equal(env.AWS_WEB_IDENTITY_TOKEN_FILE, `${IRSA_TOKEN_DIR}/token`);
+        assert.equal(env.AWS_STS_REGIONAL_ENDPOINTS, 'regional');
+        assert.equal(env.AWS_REGION, 'eu-central-1');
+        assert.deepEqual(
+          agent.mounts.filter((m) => m.name === 'aws-iam-token'),
+          [{ name: 'aws-iam-token', mountPath: IRSA_TOKEN_DIR, readOnly: true }],
+        );
+      }
+    });
+
+  it('the webhook’s own region wins over the one EKS set; the pod’s annotation over both', () => {
+    const [fromWebhook] = agentsOf(irsaPod({ 'secret-agent.io/secret-db': 'aws:prod/db' }), CLUSTER);
+    assert.equal(fromWebhook!.env.AWS_REGION, 'eu-west-1');
+    const [fromPod] = agentsOf(
+      irsaPod({ 'secret-agent.io/secret-db': 'aws:prod/db', 'secret-agent.io/aws-region': 'us-east-2' }),
+      CLUSTER,
+    );
+    assert.equal(fromPod!.env.AWS_REGION, 'us-east-2');
+    assert.equal(
+      fromPod!.envNames.filter((name) => name === 'AWS_REGION').length,
+      1,
+      'one AWS_REGION, not a second one inherited',
+    );
+  });
+
+  it('EKS Pod Identity: the agent endpoint, the token file and its volume', () => {
+    const [agent] = agentsOf(podIdentityPod({ 'secret-agent.io/secret-db': 'aws:prod/db' }), CLUSTER);
+    const { env } = agent!;
+    assert.equal(env.AWS_CONTAINER_CREDENTIALS_FULL_URI, 'http://169.254.170.23/v1/credentials');
+    assert.equal(
+      env.AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE,
+      `${POD_IDENTITY_TOKEN_DIR}/eks-pod-identity-token`,
+    );
+    assert.deepEqual(
+      agent!.mounts.filter((m) => m.name === 'eks-pod-identity-token'),
+      [{ name: 'eks-pod-identity-token', mountPath: POD_IDENTITY_TOKEN_DIR, readOnly: true }],
+    );
+  });
+
+  it('a pod EKS gave no identity: the agent gets no AWS identity env and no extra mount', () => {
+    const [agent] = agentsOf(basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db' }), CLUSTER);
+    const { env } = agent!;
+    for (const name of ['AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_CONTAINER_CREDENTIALS_FULL_URI'])
+      assert.equal(env[name], undefined, name);
+    assert.deepEqual(
+      agent!.mounts.map((m) => m.name),
+      ['secret-agent-secrets'],
+    );
+  });
+});

@@ -2,6 +2,7 @@ import type { SecretFormat } from '../../agent/contract/env.ts';
 import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
+import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
   AGENT_CONTAINER,
@@ -228,6 +229,10 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([name, value]) => ({ name, value }));
 
+  // EKS's identity webhook may have wired the app but not our containers: the agent inherits it.
+  const identity = inheritCloudIdentity(pod);
+  const own = new Set(providerEnv.map((e) => e.name));
+  providerEnv.push(...identity.env.filter((e) => !own.has(e.name)));
   const provided = new Set(providerEnv.map((e) => e.name));
   checkProviders(references, podValues, provided, pod, errors);
   const risks = riskWarnings(podValues, fileValues, sidecar);
@@ -245,6 +250,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     ...(podGroup !== undefined ? { runAsGroup: podGroup } : {}),
     volumeSizeLimit,
     providerEnv,
+    identityMounts: identity.volumeMounts,
     shareProcessNamespace: wantsSignal || exitsWithApp,
     warnings: [...completion.warnings, ...risks],
   };

@@ -10,7 +10,11 @@ export interface AgentContainer {
   readonly image: string;
   readonly imagePullPolicy: string;
   readonly env: readonly EnvVar[];
-  readonly volumeMounts: readonly { readonly name: string; readonly mountPath: string }[];
+  readonly volumeMounts: readonly {
+    readonly name: string;
+    readonly mountPath: string;
+    readonly readOnly?: true;
+  }[];
   readonly resources: InjectionRequest['resources'];
   readonly securityContext: Record<string, unknown>;
   readonly restartPolicy?: 'Always';
@@ -45,7 +49,7 @@ export function renderAgentContainers(
     image: defaults.agentImage,
     imagePullPolicy: defaults.imagePullPolicy,
     env: renderAgentEnv(request, mode).env,
-    volumeMounts: [{ name: volumeName, mountPath: request.mountPath }],
+    volumeMounts: [{ name: volumeName, mountPath: request.mountPath }, ...request.identityMounts],
     resources: request.resources,
     securityContext: {
       runAsNonRoot: true,
