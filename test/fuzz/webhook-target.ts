@@ -1,8 +1,7 @@
 import { Agent, request } from 'node:https';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { parseWebhookConfig } from '../../webhook/config.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
+import { captureLog } from '../support/captured-log.ts';
 import { AGENT_IMAGE } from '../webhook/fixtures.ts';
 import { certDir, makeServingPair, SERVER_NAME } from '../webhook/tls-certs.ts';
 
@@ -27,14 +26,7 @@ export async function startWebhookTarget(): Promise<WebhookTarget> {
   const pair = await makeServingPair();
   const dir = certDir();
   dir.write(pair);
-  let logs = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logs += chunk.toString();
-      done();
-    },
-  });
-  const log = pino({ level: 'debug' }, stream);
+  const { log, take } = captureLog();
   const start = (native: boolean): Promise<RunningWebhook> =>
     startWebhook(
       parseWebhookConfig({
@@ -85,11 +77,7 @@ export async function startWebhookTarget(): Promise<WebhookTarget> {
         req.end(body);
       });
     },
-    takeLogs() {
-      const text = logs;
-      logs = '';
-      return text;
-    },
+    takeLogs: take,
     async close() {
       agent.destroy();
       await Promise.all([servers.native.close(), servers.classic.close()]);

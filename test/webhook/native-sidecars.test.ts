@@ -5,9 +5,7 @@ import { createServer, request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { pino } from 'pino';
 import { parseWebhookConfig } from '../../webhook/config.ts';
 import {
   inClusterApiOptions,
@@ -18,39 +16,14 @@ import {
 } from '../../webhook/kubernetes-api.ts';
 import { startWebhook, type RunningWebhook, type StartOptions } from '../../webhook/start.ts';
 import { startFakeKubernetesApi, type FakeKubernetesApi, type FakeVersion } from '../fakes/kubernetes-api.ts';
+import { captureLog, type LogLine } from '../support/captured-log.ts';
 import { ROOT } from '../support/run-agent.ts';
 import { AGENT_IMAGE, basicPod, decodePatch, mutate, review, validatePod } from './fixtures.ts';
 import { call } from './https-call.ts';
 import { certDir, makeServingPair, type ServingPair } from './tls-certs.ts';
 
-interface LogLine {
-  /** A number from pino's defaults, the label from the webhook's own logger (agent/log.ts). */
-  readonly level: number | string;
-  readonly msg: string;
-  readonly [key: string]: unknown;
-}
-
 const WARN = 40;
 const INFO = 30;
-
-function capturedLogger() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      text += chunk.toString();
-      done();
-    },
-  });
-  return {
-    log: pino({ level: 'debug' }, stream),
-    text: () => text,
-    lines: (): LogLine[] =>
-      text
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as LogLine),
-  };
-}
 
 /** How a pod that asks for init+sidecar comes out of the running webhook. */
 async function injectedAs(webhook: RunningWebhook, ca: string): Promise<'native' | 'classic'> {
@@ -126,8 +99,8 @@ describe('NATIVE_SIDECARS=auto: decided once at start from GET /version', () => 
   async function start(
     env: Record<string, string> = {},
     options: Partial<StartOptions> = {},
-  ): Promise<{ webhook: RunningWebhook; logs: ReturnType<typeof capturedLogger>; apiCalls: () => number }> {
-    const logs = capturedLogger();
+  ): Promise<{ webhook: RunningWebhook; logs: ReturnType<typeof captureLog>; apiCalls: () => number }> {
+    const logs = captureLog();
     let apiCalls = 0;
     const kubernetes = options.kubernetes ?? (() => ({ baseUrl: fake.baseUrl, ca: fake.ca, tokenFile }));
     const config = parseWebhookConfig({
@@ -150,7 +123,7 @@ describe('NATIVE_SIDECARS=auto: decided once at start from GET /version', () => 
     return { webhook, logs, apiCalls: () => apiCalls };
   }
 
-  const decisionLines = (logs: ReturnType<typeof capturedLogger>) =>
+  const decisionLines = (logs: ReturnType<typeof captureLog>) =>
     logs.lines().filter((l) => l.msg.startsWith('native sidecars: '));
 
   for (const [v, text] of [

@@ -1,33 +1,18 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { Agent, request } from 'node:https';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pino } from 'pino';
 import { parseWebhookConfig } from '../../webhook/config.ts';
 import { MAX_BODY_BYTES } from '../../webhook/server.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
+import { captureLog, type CapturedLog } from '../support/captured-log.ts';
 import { AGENT_IMAGE, basicPod, decodePatch, review, type PodDoc } from './fixtures.ts';
 import { call, type Reply } from './https-call.ts';
 import { certDir, makeServingPair, SERVER_NAME, type ServingPair } from './tls-certs.ts';
 
-function capturedLogger() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      text += chunk.toString();
-      done();
-    },
-  });
-  return { log: pino({ level: 'debug' }, stream), text: () => text };
-}
-
-async function start(
-  dir: ReturnType<typeof certDir>,
-  log: ReturnType<typeof capturedLogger>['log'],
-): Promise<RunningWebhook> {
+async function start(dir: ReturnType<typeof certDir>, log: CapturedLog['log']): Promise<RunningWebhook> {
   const config = parseWebhookConfig({
     AGENT_IMAGE,
     WEBHOOK_PORT: '0',
@@ -45,7 +30,7 @@ describe('the HTTPS server', () => {
   let pair: ServingPair;
   let dir: ReturnType<typeof certDir>;
   let webhook: RunningWebhook;
-  const logs = capturedLogger();
+  const logs = captureLog();
 
   before(async () => {
     pair = await makeServingPair();
@@ -171,7 +156,7 @@ describe('certificate reload', () => {
     const second = await makeServingPair();
     using dir = certDir();
     dir.write(first);
-    const logs = capturedLogger();
+    const logs = captureLog();
     const webhook = await start(dir, logs.log);
     const cas = [first.ca, second.ca];
     const fingerprint = (p: ServingPair) => new X509Certificate(p.cert).fingerprint256;
@@ -244,7 +229,7 @@ describe('certificate reload', () => {
     const second = await makeServingPair();
     using dir = certDir();
     dir.write(first);
-    const logs = capturedLogger();
+    const logs = captureLog();
     const webhook = await start(dir, logs.log);
     try {
       // Only the certificate changes: it does not match the key on disk.
@@ -268,14 +253,8 @@ describe('admission decisions are logged at info, one line each, without values'
     const pair = await makeServingPair();
     using dir = certDir();
     dir.write(pair);
-    let text = '';
-    const stream = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        text += chunk.toString();
-        done();
-      },
-    });
-    const webhook = await start(dir, pino({ level: 'info' }, stream));
+    const logs = captureLog('info');
+    const webhook = await start(dir, logs.log);
     const secret = canary('pasted');
     const arn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf';
     const pods: [string, PodDoc][] = [
@@ -318,14 +297,11 @@ describe('admission decisions are logged at info, one line each, without values'
     } finally {
       await webhook.close();
     }
+    const text = logs.text();
     assertNoCanary(text, 'webhook logs');
     for (const value of ['sometimes-typo', arn, '0644'])
       assert.ok(!text.includes(value), `${value} is in the log`);
-    const lines = text
-      .split('\n')
-      .filter((l) => l !== '')
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .filter((l) => l.uid !== undefined || l.outcome !== undefined);
+    const lines = logs.lines().filter((l) => l.uid !== undefined || l.outcome !== undefined);
     assert.equal(lines.length, 4, text);
     for (const l of lines) assert.equal(l.level, 30, JSON.stringify(l));
     const [injected, refused, skipped, invalid] = lines;
