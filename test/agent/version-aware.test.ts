@@ -163,7 +163,17 @@ describe('version-aware refresh, through the built agent', () => {
         () => (read(dir.path, 'username') === 'v-app-2' ? true : undefined),
         'credentials rotated before the lease ended',
         15_000,
-      );
+      ).catch((e: Error) => {
+        // Rare under load: say what the agent and Vault saw, so the next failure explains itself.
+        const seen = agent
+          .output()
+          .logs.slice(-12)
+          .map((l) => JSON.stringify(l))
+          .join('\n');
+        throw new Error(
+          `${e.message}; file: ${read(dir.path, 'username')}, issued: ${issued}, renewals: ${vault.count('PUT', 'sys/leases/renew')}\n${seen}`,
+        );
+      });
       await agent.waitForLog((l) => l.msg === 'fetching new credentials before the old ones end');
     } finally {
       assert.equal((await agent.stop()).code, 0);

@@ -39,17 +39,22 @@ describe('fault: the backend is slower than the timeouts', () => {
     await backend.put('slow/hang', canary('slow-hang'));
     backend.proxy.always({ kind: 'hang' });
     const run = await runAgent(
-      backend.env(dir.path, { SECRET_0_REF: 'aws:slow/hang', SECRET_0_FILENAME: 'db', INIT_DEADLINE: '2s' }),
+      backend.env(dir.path, { SECRET_0_REF: 'aws:slow/hang', SECRET_0_FILENAME: 'db', INIT_DEADLINE: '6s' }),
     );
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stderr, /SECRET_0 \(aws:slow\/hang\): timeout: the request timed out/);
     assert.match(run.stderr, /nothing was written/);
     assert.deepEqual(readdirSync(dir.path), []);
-    // A 2 s deadline: the first attempt is cut after 1 s, the second gets what is left.
+    // A 6 s deadline: each attempt is cut after 2 s, so a retry happens, however slow the start
+    // (on a loaded machine a 2 s deadline could be spent before the second attempt).
     const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
-    assert.equal(retries.length, 1);
-    assert.deepEqual(retries[0]!.reasons, ['timeout']);
-    assert.equal(backend.proxy.calls.length, 2, 'one call per attempt, no hidden SDK retries');
+    assert.ok(retries.length >= 1, 'at least one retry within the deadline');
+    for (const retry of retries) assert.deepEqual(retry.reasons, ['timeout']);
+    assert.equal(
+      backend.proxy.calls.length,
+      retries.length + 1,
+      'one call per attempt, no hidden SDK retries',
+    );
   });
 
   it('sidecar first fill: hung rounds are cut at INIT_DEADLINE and retried with backoff; ready once the backend answers', async () => {
