@@ -4,6 +4,8 @@ import packageJson from '../package.json' with { type: 'json' };
 import { LOG_LEVELS, parseAgentConfig, type AgentConfig, type Env, type LogLevel } from './contract/env.ts';
 import { ConfigError, ConfigErrors, valueShape } from './contract/errors.ts';
 import { checkBackendSettings } from './contract/preflight.ts';
+import { loadFormats } from './format/load-formats.ts';
+import type { FormatKit } from './format/render-files.ts';
 import { createLogger, type Logger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
 import { errorDetail } from './providers/provider.ts';
@@ -63,6 +65,14 @@ async function main(): Promise<number> {
   // What the backends need (region, project, Vault settings) is configuration too: found before any call.
   const missing = checkBackendSettings(config, process.env);
   if (missing.length > 0) return reportConfigErrors(log, missing);
+  let formats: FormatKit;
+  try {
+    // Templates are compiled here: a syntax error stops the agent before any backend call.
+    formats = await loadFormats(config.secrets);
+  } catch (e) {
+    if (e instanceof ConfigErrors || e instanceof ConfigError) return reportConfigErrors(log, e);
+    throw e;
+  }
 
   log.info(
     {
@@ -77,9 +87,18 @@ async function main(): Promise<number> {
     if (config.mode === 'sidecar') {
       // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
       const { runSidecar } = await import('./modes/sidecar.ts');
-      return await runSidecar(config, { log, agentVersion: packageJson.version, env: process.env });
+      return await runSidecar(config, {
+        log,
+        agentVersion: packageJson.version,
+        env: process.env,
+        formats,
+      });
     }
-    const result = await runInit(config, { log, agentVersion: packageJson.version });
+    const result = await runInit(config, {
+      log,
+      agentVersion: packageJson.version,
+      formats,
+    });
     if (result.ok) return 0;
     process.stderr.write(formatFailureSummary(result.failures, config.secrets.length, config.secretsDir));
     return 1;

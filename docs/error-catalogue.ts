@@ -757,7 +757,12 @@ export type Symptom =
 export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Symptom {
   const { errorClass, file } = row;
   if (errorClass === 'VaultResponseError') return 'internal';
-  if (errorClass === 'ProviderError' || errorClass === 'SecretFormatError' || errorClass === 'WriteError')
+  // TemplateError and FormatProblem reach the user as the SecretFormatError they are turned into.
+  if (
+    ['ProviderError', 'SecretFormatError', 'WriteError', 'TemplateError', 'FormatProblem'].includes(
+      errorClass,
+    )
+  )
     return 'delivery';
   if (errorClass === 'ServiceAccountError') return 'notify';
   if (/^webhook\/(cli\/(?!serve\.ts$)|apply-patch\.ts$)/.test(file)) return 'render';

@@ -72,21 +72,40 @@ describe('npm start (docs/quickstart/run.ts)', () => {
     // 3: the agent ran with the patch's env, only the local stand-ins replaced, and wrote the files.
     const agentPid = Number(/started \(pid (\d+)\), probes on 127\.0\.0\.1:\d+/.exec(stdout)?.[1]);
     assert.match(stdout, new RegExp(`SECRETS_DIR +/etc/secrets → ${work}/secrets`));
-    assert.match(stdout, /ready: 6 files written into/);
+    assert.match(stdout, /ready: 7 files written into/);
     assert.match(stdout, /db-password +0400 {2}"demo-only-not-a-real-password"/);
     assert.match(stdout, /db\/username +0400 {2}"demo_app"/);
     assert.match(stdout, /api-key +0400 {2}"demo-api-key-0000-not-real"/);
+    // The template: rendered by the agent from the env the webhook gave it (docs/templates.md).
+    assert.match(
+      stdout,
+      /SECRET_3_FORMAT=template\n\s+SECRET_3_NAME=db-url\n\s+SECRET_3_TEMPLATE=postgres:\/\/\{\{username\}\}/,
+    );
+    assert.match(
+      stdout,
+      /db-url +0400 {2}"postgres:\/\/demo_app:demo-only-not-a-real-password@db\.demo\.internal:5432\/app"/,
+    );
+    assert.match(
+      stdout,
+      /db-url was rendered from the template in secret-agent\.io\/template-db-url:\n {5}postgres:\/\/\{\{username\}\}:\{\{password\}\}@\{\{host\}\}:\{\{port\}\}\/app\n {5}→ "postgres:\/\/demo_app:/,
+    );
 
     // 4: the value changed in the copy, the set was swapped and the app was told which files changed.
-    assert.match(stdout, /agent: rotated db\/password, db-password/);
+    assert.match(stdout, /agent: rotated db\/password, db-password, db-url\n/);
     assert.match(stdout, /\.\.data: (\S+) → (?!\1)\S+ \(one rename; the old set removed\)/);
     assert.match(stdout, /the app received POST \/-\/reload/);
-    assert.match(stdout, /"changedFiles":\["db-password","db\/password"\]/);
+    assert.match(stdout, /"changedFiles":\["db-password","db-url","db\/password"\]/);
+    // The template read the password that changed, so its file was rendered again.
+    assert.match(stdout, /db-url was rendered again from its template: it reads the password that changed/);
     const rotated = JSON.parse(readFileSync(join(work, 'source/database.json'), 'utf8')) as {
       password: string;
     };
     assert.notEqual(rotated.password, JSON.parse(demoBefore).password);
     assert.equal(readFileSync(join(work, 'secrets/db-password'), 'utf8'), rotated.password);
+    assert.equal(
+      readFileSync(join(work, 'secrets/db-url'), 'utf8'),
+      `postgres://demo_app:${rotated.password}@db.demo.internal:5432/app`,
+    );
     assert.equal(readFileSync(join(DEMO, 'database.json'), 'utf8'), demoBefore, 'the repository was edited');
 
     // 5: both stopped cleanly on SIGTERM, nothing left running.

@@ -1,4 +1,5 @@
-import { AGENT_SETTINGS, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { AGENT_SETTINGS, SECRET_FORMATS, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { compileTemplate } from '../agent/format/template.ts';
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseReference, type SecretReference } from '../agent/contract/reference.ts';
 import { validateRelativePath } from '../agent/contract/path.ts';
@@ -242,6 +243,24 @@ export const POD_ANNOTATIONS = {
     'Command the agent runs (no shell) after a rotation.',
     'shape',
   ),
+  'rotation-debounce': agentSetting(
+    'ROTATION_DEBOUNCE',
+    'duration',
+    'Rotations this close together are told to the app once.',
+    'quote',
+  ),
+  'rotation-sentinel-file': agentSetting(
+    'ROTATION_SENTINEL_FILE',
+    'relative path',
+    'A file in the mount path that exists for `rotation-sentinel-hold` after each rotation, for a liveness probe that restarts the app (docs/rotation.md).',
+    'quote',
+  ),
+  'rotation-sentinel-hold': agentSetting(
+    'ROTATION_SENTINEL_HOLD',
+    'duration',
+    'How long the sentinel file stays after a rotation.',
+    'quote',
+  ),
   'restart-on-change': agentSetting(
     'RESTART_ON_CHANGE',
     'bool',
@@ -348,11 +367,20 @@ export const FILE_ANNOTATIONS = {
     parse: (text, field) => (text === '.' ? '' : validateRelativePath(text, field)),
   }),
   format: annotation({
-    type: '`raw` | `split` | `dotenv`',
+    type: SECRET_FORMATS.map((f) => `\`${f}\``).join(' | '),
     echo: 'quote',
     default: 'raw',
-    doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT).',
+    doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT). `template` needs `template-<file>`, which implies it.',
     parse: (text, field) => SECRET_SETTINGS.FORMAT.parse(text, field),
+  }),
+  // Refusals quote only tag and section names from it (never the text around them), and hiding every
+  // string the template contains would hide those names, which are the point of the message.
+  template: annotation({
+    type: 'Mustache text',
+    echo: 'quote',
+    default: undefined,
+    doc: 'The file’s text: `{{key}}` for this secret’s JSON keys, `{{secrets.<other file>.key}}` for another secret of the pod (by its `<file>` name), `{{^key}}fallback{{/key}}` for a default (docs/templates.md). Implies `format-<file>: template`. A syntax error, a partial, or a `secrets.` name that is no file of the pod is refused with the line and column.',
+    parse: (text, field) => compileTemplate(text, field),
   }),
   'file-mode': annotation({
     type: 'octal mode',

@@ -18,6 +18,8 @@ export interface SecretFileRequest {
   readonly format: SecretFormat;
   readonly mode?: string;
   readonly refreshInterval?: string;
+  /** format `template`: the template text (checked at admission). */
+  readonly template?: string;
 }
 
 /** An agent setting the pod chose through an annotation, passed through unchanged. */

@@ -166,6 +166,8 @@ export const FOREIGN_ENV: ReadonlySet<string> = new Set([
   'ALL_PROXY',
   'SSL_CERT_FILE',
   'SSL_CERT_DIR',
+  // Apps' own names that sit within two edits of a per-secret one (SECRET_0_NAME)
+  'SECRET_NAME',
 ]);
 
 /**

@@ -23,7 +23,17 @@ export type { Env } from './settings.ts';
  */
 
 export type AgentMode = 'init' | 'sidecar';
-export type SecretFormat = 'raw' | 'split' | 'dotenv';
+export const SECRET_FORMATS = [
+  'raw',
+  'split',
+  'dotenv',
+  'env',
+  'json',
+  'yaml',
+  'properties',
+  'template',
+] as const;
+export type SecretFormat = (typeof SECRET_FORMATS)[number];
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -37,6 +47,10 @@ export interface SecretSpec {
   readonly mode: number;
   /** Sidecar refresh period for this secret (defaults to REFRESH_INTERVAL). */
   readonly refreshIntervalMs: number;
+  /** The name templates reach this secret's value by (`{{secrets.NAME.key}}`). */
+  readonly name?: string;
+  /** FORMAT=template: the template text (compiled at start-up by agent/format/load-formats.ts). */
+  readonly template?: string;
 }
 
 export interface PodIdentity {
@@ -74,6 +88,10 @@ export interface SidecarSettings {
   readonly deleteBarePod: boolean;
   readonly configFile?: string;
   readonly exitWithProcess?: string;
+  /** Rotations landing this close together are told to the app once. */
+  readonly debounceMs: number;
+  /** A file in SECRETS_DIR that exists for `holdMs` after each rotation, for a liveness probe. */
+  readonly sentinel?: { readonly path: string; readonly holdMs: number };
 }
 
 function signalName(text: string, field: string): NodeJS.Signals {
@@ -123,6 +141,19 @@ function podField(text: string, field: string): string {
       field,
       `${quote(text)} is not a Kubernetes name`,
       'set it from the downward API (fieldRef metadata.name / metadata.namespace / metadata.uid)',
+    );
+  return text;
+}
+
+/** A secret's name for templates; dots allowed, as the webhook's file names have them (tls.crt). */
+export const SECRET_NAME = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+function secretName(text: string, field: string): string {
+  if (!SECRET_NAME.test(text))
+    throw new ConfigError(
+      field,
+      `${/^[\x21-\x7e]{1,64}$/.test(text) ? quote(text) : valueShape(text)} is not a secret name`,
+      'use up to 63 letters, digits, ".", "_" and "-", starting and ending with a letter or digit',
     );
   return text;
 }
@@ -265,6 +296,21 @@ export const AGENT_SETTINGS = {
     doc: 'Sidecar: command run (without a shell) after a rotation.',
     parse: nonEmpty,
   }),
+  ROTATION_DEBOUNCE: setting({
+    default: '100ms',
+    doc: 'Sidecar: rotations landing within this time of each other are told to the app once (every notifier, the sentinel file and the event).',
+    parse: duration(0, 60_000, '100ms, 2s or 0s'),
+  }),
+  ROTATION_SENTINEL_FILE: setting({
+    default: undefined,
+    doc: 'Sidecar: a file (path inside SECRETS_DIR) that exists for ROTATION_SENTINEL_HOLD after each rotation, so a liveness probe such as `test ! -e /etc/secrets/.rotated` restarts the app container (docs/rotation.md).',
+    parse: validateRelativePath,
+  }),
+  ROTATION_SENTINEL_HOLD: setting({
+    default: '60s',
+    doc: 'Sidecar: how long the sentinel file stays after a rotation. Longer than the probe’s periodSeconds × failureThreshold, shorter than its initialDelaySeconds.',
+    parse: duration(1000, 3_600_000),
+  }),
   RESTART_ON_CHANGE: setting({
     default: 'false',
     doc: 'Sidecar: after a rotation, restart the pod’s owner (Deployment, StatefulSet, DaemonSet) through a pod-template annotation. Needs RBAC.',
@@ -316,8 +362,18 @@ export const SECRET_SETTINGS = {
   }),
   FORMAT: setting({
     default: 'raw',
-    doc: "`raw`: the value as stored (with `#key`: that key’s value). `split`: each top-level JSON key as its own file. `dotenv`: the JSON object as KEY='value' lines.",
-    parse: oneOf(['raw', 'split', 'dotenv'] as const),
+    doc: "`raw`: the value as stored (with `#key`: that key’s value). `split`: each top-level JSON key as its own file. `dotenv`: the JSON object as KEY='value' lines. `env`: the same as `export KEY='value'` lines for `source` in a shell. `json`: the JSON value pretty-printed. `yaml`: the JSON value as YAML. `properties`: a Java .properties file (nested keys joined with `.`). `template`: SECRET_<N>_TEMPLATE rendered over the value, JSON or text (docs/templates.md). The others but `raw` need a JSON value; a binary secret only fits `raw`.",
+    parse: oneOf(SECRET_FORMATS),
+  }),
+  TEMPLATE: setting({
+    default: undefined,
+    doc: 'With FORMAT=template: the file’s text, with `{{key}}` for this secret’s JSON keys and `{{secrets.NAME.key}}` for other secrets’ (docs/templates.md). Checked at start-up.',
+    parse: nonEmpty,
+  }),
+  NAME: setting({
+    default: undefined,
+    doc: 'The name templates reach this secret by (`{{secrets.NAME.key}}`): letters, digits, `.`, `_`, `-`.',
+    parse: secretName,
   }),
   MODE: setting({
     default: 'FILE_MODE',
@@ -413,6 +469,18 @@ export function parseAgentConfig(env: Env): AgentConfig {
   const configFile = read('AGENT_CONFIG_FILE', g.AGENT_CONFIG_FILE);
   const serviceAccountDir = read('SERVICE_ACCOUNT_DIR', g.SERVICE_ACCOUNT_DIR);
   const exitWithProcess = read('EXIT_WITH_PROCESS', g.EXIT_WITH_PROCESS);
+  const debounceMs = read('ROTATION_DEBOUNCE', g.ROTATION_DEBOUNCE);
+  const sentinelPath = read('ROTATION_SENTINEL_FILE', g.ROTATION_SENTINEL_FILE);
+  const sentinelHoldMs = read('ROTATION_SENTINEL_HOLD', g.ROTATION_SENTINEL_HOLD);
+  if (env.ROTATION_SENTINEL_HOLD !== undefined && env.ROTATION_SENTINEL_FILE === undefined) {
+    errors.push(
+      new ConfigError(
+        'ROTATION_SENTINEL_HOLD',
+        'is set without ROTATION_SENTINEL_FILE',
+        'set ROTATION_SENTINEL_FILE to the file the probe checks, or remove ROTATION_SENTINEL_HOLD',
+      ),
+    );
+  }
   if (signal && !signalProcess && !signalPidFile) {
     errors.push(
       new ConfigError(
@@ -512,6 +580,28 @@ export function parseAgentConfig(env: Env): AgentConfig {
     const format = get('FORMAT', SECRET_SETTINGS.FORMAT) ?? 'raw';
     const mode = get('MODE', SECRET_SETTINGS.MODE) ?? fileMode;
     const refresh = get('REFRESH_INTERVAL', SECRET_SETTINGS.REFRESH_INTERVAL) ?? refreshIntervalMs ?? 0;
+    const name = get('NAME', SECRET_SETTINGS.NAME);
+    const template = get('TEMPLATE', SECRET_SETTINGS.TEMPLATE);
+    if (format === 'template' && !vars.has('TEMPLATE')) {
+      errors.push(
+        new ConfigError(
+          secretVar(index, 'TEMPLATE'),
+          'is not set, and FORMAT=template renders it',
+          `set ${id}_TEMPLATE to the file's text, e.g. postgres://{{username}}:{{password}}@db:5432/app`,
+        ),
+      );
+      continue;
+    }
+    if (format !== 'template' && vars.has('TEMPLATE')) {
+      errors.push(
+        new ConfigError(
+          secretVar(index, 'TEMPLATE'),
+          `is set, but ${id}_FORMAT is ${quote(format)}, so it would be ignored`,
+          `set ${id}_FORMAT=template, or remove ${id}_TEMPLATE`,
+        ),
+      );
+      continue;
+    }
     let filename: string | undefined; // undefined after a parse error, already recorded
     if (vars.has('FILENAME')) filename = get('FILENAME', SECRET_SETTINGS.FILENAME);
     else if (format === 'split') filename = '';
@@ -532,11 +622,52 @@ export function parseAgentConfig(env: Env): AgentConfig {
       continue;
     }
     if (ref && filename !== undefined && mode !== undefined)
-      secrets.push({ id, ref, filename, format, mode, refreshIntervalMs: refresh });
+      secrets.push({
+        id,
+        ref,
+        filename,
+        format,
+        mode,
+        refreshIntervalMs: refresh,
+        ...(name !== undefined ? { name } : {}),
+        ...(template !== undefined ? { template } : {}),
+      });
+  }
+  const named = new Map<string, string>();
+  for (const s of secrets) {
+    if (s.name === undefined) continue;
+    const other = named.get(s.name);
+    if (other)
+      errors.push(
+        new ConfigError(
+          `${s.id}_NAME`,
+          `${other} is already named ${quote(s.name)}`,
+          'give every secret its own name',
+        ),
+      );
+    else named.set(s.name, s.id);
   }
 
   const conflict = findFileConflict(secrets);
   if (conflict) errors.push(conflict);
+  if (sentinelPath !== undefined) {
+    // Named files only: a split secret's keys are known only after the fetch.
+    const owner = secrets.find(
+      (s) =>
+        s.filename !== '' &&
+        (s.filename === sentinelPath ||
+          sentinelPath.startsWith(`${s.filename}/`) ||
+          s.filename.startsWith(`${sentinelPath}/`)),
+    );
+    if (owner)
+      errors.push(
+        new ConfigError(
+          'ROTATION_SENTINEL_FILE',
+          `${quote(sentinelPath)} is where ${owner.id} writes its files`,
+          'name a file no secret writes, e.g. .rotated',
+        ),
+      );
+  }
   if (errors.length === 0 && secrets.length === 0) {
     errors.push(
       new ConfigError(
@@ -575,6 +706,8 @@ export function parseAgentConfig(env: Env): AgentConfig {
       deleteBarePod: deleteBarePod!,
       ...(configFile ? { configFile } : {}),
       ...(exitWithProcess ? { exitWithProcess } : {}),
+      debounceMs: debounceMs!,
+      ...(sentinelPath !== undefined ? { sentinel: { path: sentinelPath, holdMs: sentinelHoldMs! } } : {}),
     },
   };
 }
@@ -676,6 +809,10 @@ export interface SecretEnvInput {
   readonly mode?: string;
   /** Go duration, e.g. "1m". */
   readonly refreshInterval?: string;
+  /** What templates call this secret (`{{secrets.NAME.key}}`). */
+  readonly name?: string;
+  /** FORMAT=template: the template text. */
+  readonly template?: string;
 }
 
 /** Renders secrets as SECRET_<N>_* env, omitting settings left at their default. */
@@ -687,6 +824,8 @@ export function renderSecretEnv(secrets: readonly SecretEnvInput[]): { name: str
     if (s.format && s.format !== 'raw') out.push({ name: secretVar(index, 'FORMAT'), value: s.format });
     if (s.mode) out.push({ name: secretVar(index, 'MODE'), value: s.mode });
     if (s.refreshInterval) out.push({ name: secretVar(index, 'REFRESH_INTERVAL'), value: s.refreshInterval });
+    if (s.name !== undefined) out.push({ name: secretVar(index, 'NAME'), value: s.name });
+    if (s.template !== undefined) out.push({ name: secretVar(index, 'TEMPLATE'), value: s.template });
   });
   return out;
 }

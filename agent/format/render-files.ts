@@ -2,6 +2,13 @@ import type { SecretSpec } from '../contract/env.ts';
 import { ConfigError } from '../contract/errors.ts';
 import { validateRelativePath } from '../contract/path.ts';
 import { MAX_SECRET_BYTES } from '../providers/provider.ts';
+import {
+  FormatProblem,
+  toJsonText,
+  toPropertiesText,
+  toShellEnvText,
+  type Json,
+} from './structured-formats.ts';
 
 /** One file to write, relative to the secrets directory. */
 export interface FileEntry {
@@ -27,17 +34,59 @@ export class SecretFormatError extends Error {
   }
 }
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
 const DOTENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** Turns one fetched value into the files its spec asks for. */
-export function renderFiles(spec: SecretSpec, bytes: Uint8Array): FileEntry[] {
+/**
+ * The formats whose code loads only when a secret uses them (agent/format/load-formats.ts): the
+ * template engine and the YAML writer. Both throw FormatProblem for a value that does not fit.
+ */
+export interface FormatKit {
+  readonly yaml?: (value: Json) => string;
+  /** Renders `spec`'s template over its value and, by name, the other secrets' (`valueOf`). */
+  readonly template?: (
+    spec: SecretSpec,
+    bytes: Uint8Array,
+    valueOf: (name: string) => Uint8Array | undefined,
+  ) => string;
+}
+
+const NO_KIT: FormatKit = {};
+const NO_VALUES = (): undefined => undefined;
+
+/**
+ * Turns one fetched value into the files its spec asks for. `valueOf` gives a named secret's fetched
+ * value, for templates that read other secrets.
+ */
+export function renderFiles(
+  spec: SecretSpec,
+  bytes: Uint8Array,
+  kit: FormatKit = NO_KIT,
+  valueOf: (name: string) => Uint8Array | undefined = NO_VALUES,
+): FileEntry[] {
+  try {
+    return renderSecret(spec, bytes, kit, valueOf);
+  } catch (e) {
+    if (e instanceof FormatProblem) throw new SecretFormatError(spec.id, e.problem, e.fix);
+    throw e;
+  }
+}
+
+function renderSecret(
+  spec: SecretSpec,
+  bytes: Uint8Array,
+  kit: FormatKit,
+  valueOf: (name: string) => Uint8Array | undefined,
+): FileEntry[] {
   const fail = (problem: string, fix: string): never => {
     throw new SecretFormatError(spec.id, problem, fix);
   };
   const key = spec.ref.key;
   if (spec.format === 'raw' && key === undefined) return [entry(spec, spec.filename, bytes)];
+  const text = (content: string) => [entry(spec, spec.filename, Buffer.from(content, 'utf8'))];
+  if (spec.format === 'template') {
+    if (!kit.template) throw new Error(`${spec.id}: FORMAT=template without a loaded template engine`);
+    return text(kit.template(spec, bytes, valueOf));
+  }
 
   const document = parseJson(spec, bytes);
   let value: Json = document;
@@ -108,6 +157,15 @@ export function renderFiles(spec: SecretSpec, bytes: Uint8Array): FileEntry[] {
       });
       return [entry(spec, spec.filename, Buffer.from(lines.join(''), 'utf8'))];
     }
+    case 'env':
+      return text(toShellEnvText(value));
+    case 'json':
+      return text(toJsonText(value));
+    case 'properties':
+      return text(toPropertiesText(value));
+    case 'yaml':
+      if (!kit.yaml) throw new Error(`${spec.id}: FORMAT=yaml without a loaded YAML writer`);
+      return text(kit.yaml(value));
   }
 }
 

@@ -2,7 +2,7 @@ import { findFileClash, type AgentConfig } from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
-import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
+import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import { AtomicDir, WriteError } from '../write/atomic-dir.ts';
 
@@ -25,13 +25,18 @@ export type InitResult =
 export interface InitDeps {
   readonly log: Logger;
   readonly agentVersion: string;
+  /** The formats' code the secrets need (agent/format/load-formats.ts); none for raw/split/dotenv. */
+  readonly formats?: FormatKit;
 }
 
 /**
  * Init mode: fetch everything, then write the whole set once, or write nothing at all.
  * The directory is checked before any backend call, so a bad volume fails fast and costs no API calls.
  */
-export async function runInit(config: AgentConfig, { log, agentVersion }: InitDeps): Promise<InitResult> {
+export async function runInit(
+  config: AgentConfig,
+  { log, agentVersion, formats }: InitDeps,
+): Promise<InitResult> {
   const dir = await AtomicDir.open(config.secretsDir, {
     setName: config.setName,
     requireMemoryFs: config.requireMemoryFs,
@@ -45,6 +50,14 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
       log,
     });
 
+    const named = new Map(
+      config.secrets.flatMap((s) => (s.name === undefined ? [] : [[s.name, s] as const])),
+    );
+    const valueOf = (name: string) => {
+      const spec = named.get(name);
+      const outcome = spec && outcomes.get(sourceKey(spec.ref));
+      return outcome?.ok ? outcome.value.bytes : undefined;
+    };
     const failures: SecretFailure[] = [];
     const files: FileEntry[] = [];
     const owners: { id: string; path: string; split: boolean }[] = [];
@@ -62,7 +75,7 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
         continue;
       }
       try {
-        const rendered = renderFiles(spec, outcome.value.bytes);
+        const rendered = renderFiles(spec, outcome.value.bytes, formats, valueOf);
         files.push(...rendered);
         owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
         log.info(
@@ -78,6 +91,7 @@ export async function runInit(config: AgentConfig, { log, agentVersion }: InitDe
       for (const f of failures) log.error(f, 'secret not delivered');
       return { ok: false, failures, wrote: false };
     }
+
     // A split secret's keys are known only now: one that is another secret's file is a configuration
     // error (exit 2, naming both secrets), like the clashes parseAgentConfig finds before fetching.
     const clash = findFileClash(owners);

@@ -16,17 +16,17 @@ import { checkBackendSettings } from '../contract/preflight.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
 import { describeFailure, fetchSecrets, ProviderSet, type FailedSecret } from '../fetch/fetch-secrets.ts';
-import { renderFiles, SecretFormatError, type FileEntry } from '../format/render-files.ts';
+import { loadFormats } from '../format/load-formats.ts';
+import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
+import { kubernetesApiUrl } from '../notify/kubernetes-api-url.ts';
 import { watchAppExit, type AppExitWatch } from '../proc/watch-app-exit.ts';
 import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
 import { AgentMetrics } from '../serve/metrics.ts';
 import { AtomicDir } from '../write/atomic-dir.ts';
 
-/** Rotations landing this close together are told to the app once. */
-const NOTIFY_DEBOUNCE_MS = 100;
 /** A refresh makes one attempt per cycle; a failed cycle is retried on this schedule, capped at the interval. */
 const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };
 /** How long one refresh round may take before it counts as failed. */
@@ -41,6 +41,8 @@ export interface SidecarDeps {
   readonly log: Logger;
   readonly agentVersion: string;
   readonly notifiers: readonly Notifier[];
+  /** The formats' code the secrets need (agent/format/load-formats.ts). */
+  readonly formats: FormatKit;
 }
 
 /**
@@ -56,6 +58,14 @@ export class Sidecar {
   readonly #dir: AtomicDir;
   readonly #providers: ProviderSet;
   #notifiers: readonly Notifier[];
+  #formats: FormatKit;
+  /** Each secret's files as last written, kept when a new value does not fit the format. */
+  #rendered = new Map<string, readonly FileEntry[]>();
+  /**
+   * Secrets whose files are stale because their value (or, for a template, a value it reads) does
+   * not fit: rendered again every cycle, and the cycle counts as failed until they fit.
+   */
+  readonly #misfits = new Set<string>();
   /** Last good value per source (a secret read by several specs is held once). */
   readonly #values = new Map<string, SourceValue>();
   /** What the volume holds now, to tell a real change from a version bump with equal content. */
@@ -80,6 +90,7 @@ export class Sidecar {
     this.#dir = dir;
     this.#log = deps.log;
     this.#notifiers = deps.notifiers;
+    this.#formats = deps.formats;
     this.#providers = new ProviderSet({ pod: config.pod, agentVersion: deps.agentVersion });
   }
 
@@ -162,7 +173,7 @@ export class Sidecar {
    * Applies a new configuration (from AGENT_CONFIG_FILE). What needs a restart (directory, listen
    * address, mode) is kept and reported; everything else takes effect with an immediate refresh.
    */
-  async reconfigure(next: AgentConfig, notifiers: readonly Notifier[]): Promise<void> {
+  async reconfigure(next: AgentConfig, notifiers: readonly Notifier[], formats: FormatKit): Promise<void> {
     const fixed = (['secretsDir', 'setName', 'mode', 'requireMemoryFs'] as const).filter(
       (k) => next[k] !== this.#config[k],
     );
@@ -182,6 +193,10 @@ export class Sidecar {
       sidecar: { ...next.sidecar, httpAddr: this.#config.sidecar.httpAddr },
     };
     this.#notifiers = notifiers;
+    this.#formats = formats;
+    // A secret's spec may have changed (file, format): its old files are no fallback for the new one.
+    this.#rendered.clear();
+    this.#misfits.clear();
     this.#generation++;
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
@@ -255,7 +270,6 @@ export class Sidecar {
       const outcome = outcomes.get(key)!;
       if (outcome.ok) {
         fresh.set(key, outcome.value);
-        this.metrics.lastSuccess.set({ file: fileLabel(spec) }, Date.now() / 1000);
       } else {
         allOk = false;
         retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
@@ -279,6 +293,10 @@ export class Sidecar {
     const applied = this.#applying.then(() => this.#apply(fresh, opts.full, failures));
     this.#applying = applied.catch(() => undefined);
     const wrote = await applied;
+    // Fresh only when fetched and written: a file kept because its value does not fit is stale.
+    for (const spec of specs)
+      if (fresh.has(sourceKey(spec.ref)) && wrote && !this.#misfits.has(spec.id))
+        this.metrics.lastSuccess.set({ file: fileLabel(spec) }, Date.now() / 1000);
     return { ok: allOk && wrote, retryAfterMs, failures };
   }
 
@@ -291,26 +309,31 @@ export class Sidecar {
     const changedSources = [...fresh].filter(
       ([key, v]) => !equalBytes(this.#values.get(key)?.bytes, v.bytes),
     );
-    if (changedSources.length === 0 && !full) return true;
+    if (changedSources.length === 0 && !full && this.#misfits.size === 0) return true;
     const candidate = new Map(this.#values);
     for (const [key, v] of fresh) candidate.set(key, v);
 
+    // Every secret must have a value before any is rendered: a template may read any of them.
+    if (this.#config.secrets.some((spec) => !candidate.has(sourceKey(spec.ref)))) return false;
+    const named = new Map(
+      this.#config.secrets.flatMap((s) => (s.name === undefined ? [] : [[s.name, s] as const])),
+    );
+    const valueOf = (name: string) => {
+      const spec = named.get(name);
+      return spec && candidate.get(sourceKey(spec.ref))?.bytes;
+    };
     const files: FileEntry[] = [];
     const owners: { id: string; path: string; split: boolean }[] = [];
-    let complete = true;
+    const rendered = new Map<string, readonly FileEntry[]>();
     for (const spec of this.#config.secrets) {
       const key = sourceKey(spec.ref);
-      let value = candidate.get(key);
-      if (!value) {
-        complete = false;
-        continue;
-      }
+      let entries: readonly FileEntry[];
       try {
-        const rendered = renderFiles(spec, value.bytes);
-        files.push(...rendered);
-        owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
+        entries = renderFiles(spec, candidate.get(key)!.bytes, this.#formats, valueOf);
+        this.#misfits.delete(spec.id);
       } catch (e) {
         if (!(e instanceof SecretFormatError)) throw e;
+        this.#misfits.add(spec.id);
         this.#log.error(
           { id: spec.id, ref: spec.ref.text, reason: 'format', detail: e.message, fix: e.fix },
           'new value does not fit the format; keeping the last good one',
@@ -324,20 +347,17 @@ export class Sidecar {
           endpoint: undefined,
         });
         this.metrics.failures.inc({ provider: spec.ref.provider, reason: 'format' });
+        // The value stays unseen, so the next refresh tries it again; the files stay as they were.
         const previous = this.#values.get(key);
         if (previous) candidate.set(key, previous);
-        else candidate.delete(key);
-        value = previous;
-        if (!value) {
-          complete = false;
-          continue;
-        }
-        const rendered = renderFiles(spec, value.bytes);
-        files.push(...rendered);
-        owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
+        const kept = this.#rendered.get(spec.id);
+        if (!kept) return false;
+        entries = kept;
       }
+      rendered.set(spec.id, entries);
+      files.push(...entries);
+      owners.push(...entries.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
     }
-    if (!complete) return false;
     // A split secret's keys are known only now. Before the first set that is a configuration error
     // (exit 2, as in init mode); later, a new key that clashes must not cost the app its files.
     const clash = findFileClash(owners);
@@ -377,13 +397,15 @@ export class Sidecar {
       }
     }
     for (const [key, v] of candidate) this.#values.set(key, v);
+    // Written, or equal to what the volume holds: either way what a bad value later falls back to.
+    this.#rendered = rendered;
     if (!this.#ready) {
       if (!changed && this.#inherited)
         this.#log.info({ files: files.length }, 'the volume already holds these secrets');
       this.#ready = true;
       this.metrics.ready.set(1);
     }
-    return true;
+    return this.#misfits.size === 0;
   }
 
   #observe(provider: string, ms: number, results: readonly FetchOutcome[]): void {
@@ -412,7 +434,7 @@ export class Sidecar {
       this.#pending = undefined;
       const event: RotationEvent = { versions: pending.versions, changedFiles: [...pending.changed].sort() };
       this.#notifying = this.#notifying.then(() => this.#notify(event));
-    }, NOTIFY_DEBOUNCE_MS);
+    }, this.#config.sidecar.debounceMs);
   }
 
   async #notify(event: RotationEvent): Promise<void> {
@@ -468,6 +490,7 @@ export interface RunSidecarOptions {
   readonly agentVersion: string;
   /** The process env; the config file's settings are laid over it on every reload. */
   readonly env: Env;
+  readonly formats: FormatKit;
 }
 
 /**
@@ -482,11 +505,13 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
     pod: config.pod,
     serviceAccountDir: config.serviceAccountDir,
     kubernetesApiUrl: kubernetesApiUrl(env),
+    secretsDir: config.secretsDir,
   };
   const sidecar = await Sidecar.start(config, {
     log,
     agentVersion: options.agentVersion,
     notifiers: await loadNotifiers(config.sidecar, notifierDeps),
+    formats: options.formats,
   });
   log.info(
     { addr: `${config.sidecar.httpAddr.host}:${sidecar.httpPort}` },
@@ -513,8 +538,9 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
         const missing = checkBackendSettings(next, env);
         if (missing.length > 0) throw new ConfigErrors(missing);
         const notifiers = await loadNotifiers(next.sidecar, notifierDeps);
+        const formats = await loadFormats(next.secrets);
         log.info({ file: configFile }, 'configuration file changed; applying');
-        void sidecar.reconfigure(next, notifiers);
+        void sidecar.reconfigure(next, notifiers, formats);
       } catch (e) {
         if (!(e instanceof ConfigError || e instanceof ConfigErrors)) throw e;
         sidecar.metrics.reloads.inc({ outcome: 'rejected' });
@@ -571,16 +597,16 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
  * when at least one is configured, so a sidecar that only keeps files fresh never pays for it.
  */
 async function loadNotifiers(settings: SidecarSettings, deps: NotifierDeps): Promise<Notifier[]> {
-  if (!settings.signal && !settings.http && !settings.command && !settings.restartOnChange) return [];
+  if (
+    !settings.signal &&
+    !settings.http &&
+    !settings.command &&
+    !settings.restartOnChange &&
+    !settings.sentinel
+  )
+    return [];
   const { createNotifiers } = await import('../notify/create-notifiers.ts');
   return createNotifiers(settings, deps);
-}
-
-function kubernetesApiUrl(env: Env): string | undefined {
-  const host = env.KUBERNETES_SERVICE_HOST;
-  const port = env.KUBERNETES_SERVICE_PORT ?? '443';
-  if (!host) return undefined;
-  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 function safeRead(path: string): string | undefined {

@@ -3,15 +3,18 @@ import { createHttpRequestNotifier } from './http-request.ts';
 import type { CreateNotifiers, Notifier } from './notifier.ts';
 import { createRestartOwnerNotifier } from './restart-owner.ts';
 import { createRunCommandNotifier } from './run-command.ts';
+import { createSentinelFileNotifier } from './sentinel-file.ts';
 import { createSignalProcessNotifier } from './signal-process.ts';
 
 /**
- * The notifiers the sidecar settings ask for, in a fixed order (signal, http, command, restart).
+ * The notifiers the sidecar settings ask for, in a fixed order (sentinel, signal, http, command,
+ * restart).
  * Throws ConfigErrors when RESTART_ON_CHANGE cannot work in this pod (no API address, no pod name),
  * so the mistake shows at start-up and not at the first rotation.
  */
 export const createNotifiers: CreateNotifiers = (settings, deps) => {
   const notifiers: Notifier[] = [];
+  if (settings.sentinel) notifiers.push(createSentinelFileNotifier(settings.sentinel, deps));
   if (settings.signal) {
     notifiers.push(
       createSignalProcessNotifier(

@@ -11,7 +11,7 @@ export interface RotationEvent {
 
 /** One way of telling the app; failures are reported, never thrown past the notifier. */
 export interface Notifier {
-  readonly kind: 'signal' | 'http' | 'command' | 'restart';
+  readonly kind: 'signal' | 'http' | 'command' | 'restart' | 'sentinel';
   notify(event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome>;
 }
 
@@ -24,6 +24,8 @@ export interface NotifierDeps {
   readonly serviceAccountDir: string;
   /** Kubernetes API base URL; from KUBERNETES_SERVICE_HOST/PORT in a pod. */
   readonly kubernetesApiUrl: string | undefined;
+  /** The volume: where the sentinel file goes. */
+  readonly secretsDir: string;
 }
 
 export type CreateNotifiers = (settings: SidecarSettings, deps: NotifierDeps) => Notifier[];

@@ -45,7 +45,7 @@ export const METRIC_DOCS = [
     name: 'secret_agent_notifications_total',
     type: 'counter',
     labels: 'kind, outcome',
-    help: 'Rotation notifications by kind (signal, http, command, restart) and outcome (ok or a reason).',
+    help: 'Rotation notifications by kind (sentinel, signal, http, command, restart) and outcome (ok or a reason).',
   },
   {
     name: 'secret_agent_ready',

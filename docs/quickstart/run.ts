@@ -4,7 +4,7 @@
  *   2. a sample pod sent through it as an AdmissionReview; the injected containers summarised;
  *   3. the patch applied and the built agent (dist/agent.js) run with the env the patch gave it,
  *      on the `file:` provider, into a fresh directory in memory;
- *   4. a demo value changed: the files swapped and the app told;
+ *   4. a demo value changed: the files swapped (the template re-rendered) and the app told;
  *   5. everything stopped.
  * The values under docs/quickstart/secrets/ are demo data, not secrets; they are copied first, so
  * the rotation step never edits the repository.
@@ -34,7 +34,13 @@ import { issueCertificateAuthority, issueServingCertificate } from '../../webhoo
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 import { localAgentEnv } from './local-agent-env.ts';
 import { describeExit, LoggedProcess } from './logged-process.ts';
-import { admissionReview, DEMO_POD_IDENTITY, samplePod } from './sample-pod.ts';
+import {
+  admissionReview,
+  DEMO_POD_IDENTITY,
+  samplePod,
+  TEMPLATE_ANNOTATION,
+  TEMPLATE_FILE,
+} from './sample-pod.ts';
 import { summariseInjection, type ContainerDoc, type PodDoc } from './summarise-injection.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -156,6 +162,9 @@ try {
   say(`   started (pid ${agent.pid}), probes on ${String(probes.addr)}`);
   say(`   ready: ${String(written.files)} files written into ${secretsDir}`);
   indent(listFiles(secretsDir), '     ');
+  say(`   ${TEMPLATE_FILE} was rendered from the template in ${TEMPLATE_ANNOTATION}:`);
+  say(`     ${pod.metadata.annotations[TEMPLATE_ANNOTATION]}`);
+  say(`     → ${JSON.stringify(readFileSync(join(secretsDir, TEMPLATE_FILE), 'utf8'))}`);
   say();
 
   // 4. A value changes at the source: the agent swaps the set and tells the app.
@@ -177,9 +186,11 @@ try {
     `   ..data: ${dataBefore} → ${readlinkSync(join(secretsDir, '..data'))} (one rename${oldSetGone ? '; the old set removed' : ''})`,
   );
   indent(
-    listFiles(secretsDir).filter((l) => /^db(?:-password|\/password)\b/.test(l)),
+    listFiles(secretsDir).filter((l) => /^db(?:-password|\/password|-url)\b/.test(l)),
     '     ',
   );
+  if ((rotated.changed as string[]).includes(TEMPLATE_FILE))
+    say(`   ${TEMPLATE_FILE} was rendered again from its template: it reads the password that changed`);
   say(
     `   the app received ${message.method} ${message.url} (${(tellMs / 1000).toFixed(1)} s after the edit):`,
   );

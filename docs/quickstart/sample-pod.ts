@@ -1,8 +1,13 @@
 /**
  * The pod the quick start sends through the webhook: what a Deployment's pod looks like when it
  * opts in (the label for the webhook's objectSelector, then annotations), with `file:` references
- * so nothing needs a cloud account.
+ * so nothing needs a cloud account. One file is a template (docs/templates.md): a database URL
+ * rendered from the demo database secret, and rendered again when it rotates.
  */
+
+/** The file the template writes, and its annotation. */
+export const TEMPLATE_FILE = 'db-url';
+export const TEMPLATE_ANNOTATION = `secret-agent.io/template-${TEMPLATE_FILE}`;
 
 export interface SamplePod {
   apiVersion: 'v1';
@@ -42,6 +47,8 @@ export function samplePod(sourceDir: string, reloadUrl: string): SamplePod {
         'secret-agent.io/secret-db': `file:${sourceDir}/database.json`,
         'secret-agent.io/format-db': 'split',
         'secret-agent.io/secret-api-key': `file:${sourceDir}/api-key`,
+        [`secret-agent.io/secret-${TEMPLATE_FILE}`]: `file:${sourceDir}/database.json`,
+        [TEMPLATE_ANNOTATION]: 'postgres://{{username}}:{{password}}@{{host}}:{{port}}/app',
         'secret-agent.io/refresh-interval': '1s',
         'secret-agent.io/rotation-http-url': `POST ${reloadUrl}`,
       },

@@ -486,6 +486,221 @@ export const secretBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
   },
 );
 
+// ---------------------------------------------------------------- templates (FORMAT=template)
+
+/** Names a template may use: the generated values' keys, prototype names, and dotted paths into both. */
+const TEMPLATE_NAMES = [
+  'user',
+  'password',
+  'db',
+  'db.host',
+  'db.password',
+  'host',
+  'list',
+  'list.0',
+  'tls.crt',
+  'tls',
+  'crt',
+  'constructor',
+  '__proto__',
+  '__proto__.x',
+  'prototype',
+  'toString',
+  'length',
+  'password.length',
+  'list.length',
+  'db.constructor.name',
+  'x',
+  '.',
+  'secrets',
+  'secrets.db',
+  'secrets.db.password',
+  'secrets.db.host',
+  'secrets.tls.crt',
+  'secrets.tls.crt.key',
+  'secrets.api',
+  'secrets.nobody.x',
+  'secrets.constructor',
+] as const;
+
+/** Keys of generated template values: the names above, so lookups hit as often as they miss. */
+const TEMPLATE_KEYS = [
+  'user',
+  'password',
+  'db',
+  'host',
+  'list',
+  'tls',
+  'tls.crt',
+  'crt',
+  'key',
+  'x',
+  '__proto__',
+  'constructor',
+  'length',
+  'secrets',
+  '',
+] as const;
+
+/** A name for a well-formed tag: more often one the typical value below has. */
+const templateName = fc.oneof(
+  fc.constantFrom(
+    'user',
+    'password',
+    'host',
+    'db.host',
+    'db.password',
+    'list',
+    'tls.crt',
+    'tls.crt.key',
+    '.',
+  ),
+  fc.constantFrom(...TEMPLATE_NAMES),
+);
+
+/** Tags and sections that compile, joined: so rendering is reached often. */
+const wellFormedTemplate: fc.Arbitrary<string> = fc
+  .array(
+    fc.oneof(
+      templateName.map((n) => `{{${n}}}`),
+      templateName.map((n) => `{{{${n}}}}`),
+      fc
+        .tuple(
+          fc.constantFrom('#', '^'),
+          templateName,
+          fc.constantFrom('{{.}}', 'x', '{{user}}', '{{password}}', '{{host}}', '\n'),
+        )
+        .map(([kind, n, inner]) => `{{${kind}${n}}}${inner}{{/${n}}}`),
+      // A value with its fallback: renders whether the key is there or not.
+      templateName.map((n) => `{{#${n}}}{{${n}}}{{/${n}}}{{^${n}}}none{{/${n}}}`),
+      fc.constantFrom(
+        '{{! comment }}',
+        '{{=<% %>=}}',
+        '<% user %>',
+        '<%={{ }}=%>',
+        'text ',
+        '\n',
+        'line\n',
+        ' ü 😀 ',
+      ),
+    ),
+    { maxLength: 8 },
+  )
+  .map((parts) => parts.join(''));
+
+/**
+ * Template text: Mustache's tag characters in every order (so tags open, close, nest and cross),
+ * the names templates use, delimiter changes, partials, comments, newlines and other Unicode, and
+ * well-formed templates with a few characters changed. It never holds a canary: template text is
+ * configuration, and errors may quote it.
+ */
+export const templateText: fc.Arbitrary<string> = fc.oneof(
+  {
+    weight: 3,
+    arbitrary: tokenSoup(
+      [
+        '{{',
+        '}}',
+        '{{{',
+        '}}}',
+        '{{#',
+        '{{^',
+        '{{/',
+        '{{>',
+        '{{=',
+        '=}}',
+        '{{!',
+        '{{&',
+        '#',
+        '^',
+        '/',
+        '>',
+        '=',
+        '!',
+        '.',
+        ' ',
+        '\n',
+        '\r\n',
+        '\t',
+        'ü',
+        '😀',
+        '<%',
+        '%>',
+        '<% %>',
+        ...TEMPLATE_NAMES,
+      ],
+      16,
+    ),
+  },
+  { weight: 3, arbitrary: wellFormedTemplate },
+  {
+    weight: 2,
+    arbitrary: mutated(wellFormedTemplate, [
+      '{',
+      '}',
+      '#',
+      '^',
+      '/',
+      '>',
+      '=',
+      '!',
+      '&',
+      '.',
+      ' ',
+      '\n',
+      '\t',
+    ]),
+  },
+  { weight: 1, arbitrary: anyText(20) },
+);
+
+/** Any JSON, with canaries as strings (values, never keys) and keys that templates name. */
+export const templateJson: fc.Arbitrary<unknown> = fc.letrec<{
+  value: unknown;
+  object: Record<string, unknown>;
+}>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    canaryValue('tpl'),
+    fc.constantFrom(null, true, false, 0, -1.5, 1e21, '', 'plain'),
+    fc.array(tie('value'), { maxLength: 3 }),
+    tie('object'),
+  ),
+  object: fc.dictionary(fc.constantFrom(...TEMPLATE_KEYS), tie('value'), { maxKeys: 5 }),
+})).value;
+
+/** The shape templates are written for: the keys the well-formed templates name, canaries as values. */
+const typicalTemplateValue = fc.record(
+  {
+    user: fc.constantFrom('app', ''),
+    password: canaryValue('pw'),
+    host: fc.oneof(canaryValue('host'), fc.constant(null)),
+    db: fc.record({ host: canaryValue('dbhost'), password: canaryValue('dbpw') }, { requiredKeys: ['host'] }),
+    list: fc.array(fc.oneof(canaryValue('item'), fc.constantFrom(1, true, null)), { maxLength: 3 }),
+    'tls.crt': canaryValue('crt'),
+    tls: fc.record({ crt: fc.record({ key: canaryValue('key') }) }),
+  },
+  { requiredKeys: [] },
+);
+
+/** The bytes a template's secret arrives as: JSON, text, text that starts like JSON, or not UTF-8. */
+export const templateSecretBytes: fc.Arbitrary<Uint8Array> = fc.oneof(
+  { weight: 4, arbitrary: typicalTemplateValue.map((v) => Buffer.from(JSON.stringify(v))) },
+  { weight: 6, arbitrary: templateJson.map((v) => Buffer.from(JSON.stringify(v))) },
+  { weight: 1, arbitrary: canaryValue('text').map((c) => Buffer.from(c)) },
+  { weight: 1, arbitrary: canaryValue('text').map((c) => Buffer.from(`{${c}`)) },
+  {
+    weight: 1,
+    arbitrary: canaryValue('bin').map((c) => Buffer.concat([Buffer.from(c), Buffer.from([0xc3, 0x28])])),
+  },
+);
+
+/** Other secrets by NAME, dotted names included, so the longest-name rule is reached. */
+export const templateNamedSecrets: fc.Arbitrary<[string, Uint8Array][]> = fc.uniqueArray(
+  fc.tuple(fc.constantFrom('db', 'tls', 'tls.crt', 'api', 'a.b'), templateSecretBytes),
+  { maxLength: 4, selector: ([name]) => name },
+);
+
 // ---------------------------------------------------------------- config files
 
 const YAML_LINES = [

@@ -24,10 +24,19 @@ import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 import { parseReference, sourceKey, type SecretReference } from '../../agent/contract/reference.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../../agent/format/render-files.ts';
+import {
+  checkSecretNames,
+  compileTemplate,
+  renderTemplate,
+  templateValue,
+  TemplateError,
+  type CompiledTemplate,
+  type TemplateValue,
+} from '../../agent/format/template.ts';
 import { MAX_SECRET_BYTES } from '../../agent/providers/provider.ts';
 import { AtomicDir, WriteError } from '../../agent/write/atomic-dir.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, PREFIX } from '../../webhook/annotations.ts';
-import { assertNoCanary } from '../support/canary.ts';
+import { assertNoCanary, CANARY_MARKER } from '../support/canary.ts';
 import { containerEnv, validatePod, type PodDoc } from '../webhook/fixtures.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 import {
@@ -38,6 +47,9 @@ import {
   configFileText,
   durationText,
   secretBytes,
+  templateNamedSecrets,
+  templateSecretBytes,
+  templateText,
   validSecretInputs,
   validSegment,
   writerFiles,
@@ -847,6 +859,113 @@ const renderFilesProperty = define({
   },
 });
 
+const TEMPLATE_FIELD = 'SECRET_0_TEMPLATE';
+
+/**
+ * What rendering must never show: JavaScript's own objects, reached through a prototype (a function
+ * such as Object prints as "undefined", since JSON has no text for it).
+ */
+const JS_INTERNALS = ['[native code]', '[object ', 'function ', '=> ', 'undefined'];
+
+const templates = define({
+  name: 'agent: templates',
+  coverage: ['syntax error', 'unknown name', 'not text', 'render error', 'rendered', 'rendered a value'],
+  group: 'contract',
+  doc: 'generated Mustache text over generated values holding canaries: compileTemplate returns or throws ConfigError, renderTemplate returns text or throws TemplateError naming the tag, no error quotes a value, text without {{ renders as itself, nothing of JavaScript’s prototypes is output',
+  weight: 8,
+  testRuns: 800,
+  build(ctx) {
+    const name = 'agent: templates';
+    return fc.property(templateText, templateSecretBytes, templateNamedSecrets, (text, ownBytes, named) => {
+      let compiled: CompiledTemplate;
+      try {
+        compiled = compileTemplate(text, TEMPLATE_FIELD);
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw crash('compileTemplate', e);
+        expect(
+          e.field === TEMPLATE_FIELD && e.problem !== '' && e.fix !== '',
+          'contract',
+          () => `bad ConfigError ${e.message}`,
+        );
+        noCanary(`${e.message} ${e.stack}`, 'a template syntax error');
+        ctx.tally.add(name, 'syntax error');
+        return;
+      }
+      // A template without tags can hold no value; it is written as it is.
+      if (!text.includes('{{'))
+        expect(
+          renderTemplate(compiled, { own: null, secrets: new Map() }) === text,
+          'contract',
+          () => `text without tags rendered differently: ${JSON.stringify(text)}`,
+        );
+
+      let unknown: ConfigError[];
+      try {
+        unknown = checkSecretNames(
+          compiled,
+          named.map(([n]) => n),
+          (path) => `name a secret for ${path}`,
+        );
+      } catch (e) {
+        throw crash('checkSecretNames', e);
+      }
+      for (const e of unknown) {
+        expect(
+          e instanceof ConfigError && e.field === TEMPLATE_FIELD && /^line \d+, column \d+: /.test(e.problem),
+          'contract',
+          () => `bad unknown-name error ${e.message}`,
+        );
+        noCanary(`${e.message} ${e.stack}`, 'an unknown-name error');
+      }
+      if (unknown.length > 0) ctx.tally.add(name, 'unknown name');
+
+      // Values as the agent hands them over; bytes that are not text are refused before rendering.
+      const decode = (bytes: Uint8Array, whose: string): TemplateValue | undefined => {
+        try {
+          return templateValue(bytes, whose);
+        } catch (e) {
+          if (!(e instanceof TemplateError)) throw crash('templateValue', e);
+          noCanary(`${e.problem} ${e.fix} ${e.message} ${e.stack}`, 'a TemplateError for bytes');
+          ctx.tally.add(name, 'not text');
+          return undefined;
+        }
+      };
+      const own = decode(ownBytes, 'the value');
+      const secrets = new Map<string, TemplateValue>();
+      for (const [n, bytes] of named) {
+        const value = decode(bytes, `the secret named ${JSON.stringify(n)}`);
+        if (value !== undefined) secrets.set(n, value);
+      }
+      if (own === undefined) return;
+
+      let out: string;
+      try {
+        out = renderTemplate(compiled, { own, secrets });
+      } catch (e) {
+        if (!(e instanceof TemplateError)) throw crash('renderTemplate', e);
+        noCanary(`${e.problem} ${e.fix} ${e.message} ${e.stack}`, 'a TemplateError');
+        expect(
+          /^SECRET_0_TEMPLATE line \d+, column \d+: \{\{.*\}\} (?:is null|names no key of the secret(?: it reads)?)$/s.test(
+            e.problem,
+          ),
+          'contract',
+          () => `a render error that does not name the tag and where it is: ${e.problem}`,
+        );
+        ctx.tally.add(name, 'render error');
+        return;
+      }
+      ctx.tally.add(name, 'rendered');
+      if (out.includes(CANARY_MARKER)) ctx.tally.add(name, 'rendered a value');
+      for (const internal of JS_INTERNALS)
+        expect(
+          text.includes(internal) || !out.includes(internal),
+          'contract',
+          () => `the output shows JavaScript internals (${internal}) for ${JSON.stringify(text)}`,
+        );
+    });
+  },
+});
+
 const configFile = define({
   name: 'agent: config file',
   coverage: ['read', 'rejected'],
@@ -1089,6 +1208,7 @@ export const PROPERTIES: readonly FuzzProperty[] = [
   duration,
   durationRoundTrip,
   renderFilesProperty,
+  templates,
   configFile,
   atomicDir,
 ];

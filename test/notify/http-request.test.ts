@@ -74,6 +74,7 @@ describe('ROTATION_HTTP_URL: a request to the app', () => {
     const settings: SidecarSettings = {
       refreshIntervalMs: 60_000,
       httpAddr: { host: '127.0.0.1', port: 8099 },
+      debounceMs: 100,
       http: { method: 'POST', url: `http://127.0.0.1:${app.port}/-/reload` },
       restartOnChange: false,
       deleteBarePod: false,
@@ -84,6 +85,7 @@ describe('ROTATION_HTTP_URL: a request to the app', () => {
       pod: {},
       serviceAccountDir: '/nonexistent',
       kubernetesApiUrl: undefined,
+      secretsDir: '/nonexistent',
     });
     assert.equal(rest.length, 0);
     assert.equal(notifier!.kind, 'http');

@@ -38,6 +38,7 @@ function captureLog() {
 const settings = (deleteBarePod = false): SidecarSettings => ({
   refreshIntervalMs: 60_000,
   httpAddr: { host: '127.0.0.1', port: 8099 },
+  debounceMs: 100,
   restartOnChange: true,
   deleteBarePod,
 });
@@ -66,6 +67,7 @@ describe('RESTART_ON_CHANGE: restarts the pod’s owner through the Kubernetes A
       pod: { name: pod, ...(options.namespace === null ? {} : { namespace: options.namespace ?? NS }) },
       serviceAccountDir: options.dir ?? saDir,
       kubernetesApiUrl: fake.url,
+      secretsDir: '/nonexistent',
     });
     assert.equal(notifiers.length, 1);
     assert.equal(notifiers[0]!.kind, 'restart');
@@ -283,7 +285,13 @@ describe('RESTART_ON_CHANGE: restarts the pod’s owner through the Kubernetes A
     const { log } = captureLog();
     assert.throws(
       () =>
-        createNotifiers(settings(), { log, pod: {}, serviceAccountDir: saDir, kubernetesApiUrl: undefined }),
+        createNotifiers(settings(), {
+          log,
+          pod: {},
+          serviceAccountDir: saDir,
+          kubernetesApiUrl: undefined,
+          secretsDir: '/nonexistent',
+        }),
       (e: unknown) =>
         e instanceof ConfigErrors &&
         e.errors.map((x) => x.field).join() === 'RESTART_ON_CHANGE,POD_NAME' &&

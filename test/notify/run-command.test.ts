@@ -43,6 +43,7 @@ describe('ROTATION_COMMAND: a program run by the agent', () => {
   const settings = (command: string): SidecarSettings => ({
     refreshIntervalMs: 60_000,
     httpAddr: { host: '127.0.0.1', port: 8099 },
+    debounceMs: 100,
     command,
     restartOnChange: false,
     deleteBarePod: false,
@@ -60,6 +61,7 @@ describe('ROTATION_COMMAND: a program run by the agent', () => {
         pod: {},
         serviceAccountDir: '/nonexistent',
         kubernetesApiUrl: undefined,
+        secretsDir: '/nonexistent',
       });
       assert.equal(rest.length, 0);
       assert.equal(notifier!.kind, 'command');

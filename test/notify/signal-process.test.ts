@@ -23,6 +23,7 @@ function signalNotifier(signal: NonNullable<SidecarSettings['signal']>, log: Not
   const settings: SidecarSettings = {
     refreshIntervalMs: 60_000,
     httpAddr: { host: '127.0.0.1', port: 8099 },
+    debounceMs: 100,
     signal,
     restartOnChange: false,
     deleteBarePod: false,
@@ -32,6 +33,7 @@ function signalNotifier(signal: NonNullable<SidecarSettings['signal']>, log: Not
     pod: {},
     serviceAccountDir: '/nonexistent',
     kubernetesApiUrl: undefined,
+    secretsDir: '/nonexistent',
   });
   assert.equal(notifiers.length, 1);
   assert.equal(notifiers[0]!.kind, 'signal');

@@ -964,7 +964,11 @@ describe('what a refusal shows of a bad value (each annotation declares it)', ()
         { ...ok, 'secret-agent.io/agent-memory-limit': 'lots' },
         '"lots" is not a resource quantity',
       ],
-      ['format', { ...ok, 'secret-agent.io/format-a': 'json' }, '"json" is not one of raw, split, dotenv'],
+      [
+        'format',
+        { ...ok, 'secret-agent.io/format-a': 'xml' },
+        '"xml" is not one of raw, split, dotenv, env, json, yaml, properties, template',
+      ],
     ];
     for (const [name, annotations, text] of shown)
       assert.ok(refusal(basicPod(annotations)).includes(text), name);

@@ -19,6 +19,7 @@ import {
   type PodAnnotationName,
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
+import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
 import type { PodShape } from './review.ts';
 
@@ -428,6 +429,7 @@ function parseSecretFiles(
   references: ParsedReference[],
 ): SecretFileRequest[] {
   const secrets: SecretFileRequest[] = [];
+  const templates: CompiledTemplate[] = [];
   for (const file of [...fileValues.keys()].sort()) {
     const values = fileValues.get(file)!;
     const key = (name: FileAnnotationName) => `${PREFIX}${name}-${file}`;
@@ -460,7 +462,31 @@ function parseSecretFiles(
       );
       continue;
     }
-    const format = (get('format') as SecretFormat | undefined) ?? 'raw';
+    const template = get('template') as CompiledTemplate | undefined;
+    const chosenFormat = get('format') as SecretFormat | undefined;
+    const format = values.has('template') ? 'template' : (chosenFormat ?? 'raw');
+    if (values.has('template') && chosenFormat !== undefined && chosenFormat !== 'template') {
+      errors.push(
+        new ConfigError(
+          key('format'),
+          `is ${quote(chosenFormat)}, but ${key('template')} makes the file a template`,
+          `remove ${key('format')}, or remove ${key('template')}`,
+        ),
+      );
+      continue;
+    }
+    if (chosenFormat === 'template' && !values.has('template')) {
+      errors.push(
+        new ConfigError(
+          key('format'),
+          `is "template", but ${key('template')} is not set`,
+          `add ${key('template')} with the file's text, e.g. postgres://{{username}}:{{password}}@db:5432/app`,
+        ),
+      );
+      continue;
+    }
+    if (values.has('template') && template === undefined) continue;
+    if (template) templates.push(template);
     const path = values.has('path') ? (get('path') as string | undefined) : file;
     const mode = get('file-mode') as string | undefined;
     const refreshInterval = get('refresh-interval') as string | undefined;
@@ -489,8 +515,19 @@ function parseSecretFiles(
       format,
       ...(mode !== undefined ? { mode } : {}),
       ...(refreshInterval !== undefined ? { refreshInterval } : {}),
+      ...(template ? { template: template.text } : {}),
     });
   }
+  // A template reads other secrets by their file name: every name it uses must be a file here.
+  const files = [...fileValues.keys()].sort();
+  for (const template of templates)
+    errors.push(
+      ...checkSecretNames(
+        template,
+        files,
+        () => `use the <file> part of one of this pod's ${PREFIX}secret-<file> annotations after secrets.`,
+      ),
+    );
   const conflict = findPathConflict(secrets.filter((s) => s.path !== '').map((s) => s.path));
   if (conflict) {
     const [first, second] = conflict;

@@ -31,8 +31,12 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
   }
+  // Templates reach other secrets by name: each secret is named after its <file>.
+  const named = request.secrets.some((s) => s.template !== undefined);
   const secretEnv = renderSecretEnv(
     request.secrets.map((s) => ({
+      ...(named ? { name: s.file } : {}),
+      ...(s.template !== undefined ? { template: s.template } : {}),
       ref: s.ref,
       filename: s.path,
       format: s.format,
