@@ -8,6 +8,8 @@ import { loadFormats } from './format/load-formats.ts';
 import type { FormatKit } from './format/render-files.ts';
 import { createLogger, type Logger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
+import { kubernetesApiUrl } from './notify/kubernetes-api-url.ts';
+import { openPodEvents } from './notify/open-pod-events.ts';
 import { errorDetail } from './providers/provider.ts';
 
 /**
@@ -94,10 +96,12 @@ async function main(): Promise<number> {
         formats,
       });
     }
+    const events = await openPodEvents(config, { log, kubernetesApiUrl: kubernetesApiUrl(process.env) });
     const result = await runInit(config, {
       log,
       agentVersion: packageJson.version,
       formats,
+      ...(events ? { events } : {}),
     });
     if (result.ok) return 0;
     process.stderr.write(formatFailureSummary(result.failures, config.secrets.length, config.secretsDir));

@@ -261,6 +261,18 @@ export const POD_ANNOTATIONS = {
     'How long the sentinel file stays after a rotation.',
     'quote',
   ),
+  'kubernetes-events': agentSetting(
+    'KUBERNETES_EVENTS',
+    'bool',
+    'Record Events on the pod (SecretsDelivered, SecretsRotated, SecretRefreshFailing) so `kubectl describe pod` shows what the agent did; needs the agent RBAC `create events` (deploy/agent-rbac).',
+    'quote',
+  ),
+  'kubernetes-events-failing-after': agentSetting(
+    'KUBERNETES_EVENTS_FAILING_AFTER',
+    'count',
+    'Failed refresh cycles in a row before a SecretRefreshFailing event.',
+    'quote',
+  ),
   'restart-on-change': agentSetting(
     'RESTART_ON_CHANGE',
     'bool',

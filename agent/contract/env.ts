@@ -74,6 +74,11 @@ export interface AgentConfig {
   readonly pod: PodIdentity;
   /** Service-account token, ca.crt and namespace, for the Kubernetes API (restart-on-change). */
   readonly serviceAccountDir: string;
+  /**
+   * Kubernetes Events on the pod (KUBERNETES_EVENTS); `failingAfter`: failed refresh cycles in a row
+   * before SecretRefreshFailing.
+   */
+  readonly events?: { readonly failingAfter: number };
   readonly sidecar: SidecarSettings;
 }
 
@@ -156,6 +161,20 @@ function secretName(text: string, field: string): string {
       'use up to 63 letters, digits, ".", "_" and "-", starting and ending with a letter or digit',
     );
   return text;
+}
+
+/** A whole number in [min, max]. */
+function count(min: number, max: number) {
+  return (text: string, field: string): number => {
+    const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
+    if (!(n >= min && n <= max))
+      throw new ConfigError(
+        field,
+        `${quote(text)} is not a whole number from ${min} to ${max}`,
+        `write a number such as ${min + 2}`,
+      );
+    return n;
+  };
 }
 
 /** The bits a secret file may have: owner read and write, group and others read. */
@@ -310,6 +329,16 @@ export const AGENT_SETTINGS = {
     default: '60s',
     doc: 'Sidecar: how long the sentinel file stays after a rotation. Longer than the probe’s periodSeconds × failureThreshold, shorter than its initialDelaySeconds.',
     parse: duration(1000, 3_600_000),
+  }),
+  KUBERNETES_EVENTS: setting({
+    default: 'false',
+    doc: 'Record Kubernetes Events on the pod: SecretsDelivered, SecretsRotated (file names, never values), SecretRefreshFailing. Needs POD_NAME, POD_NAMESPACE and RBAC `create events` (deploy/agent-rbac).',
+    parse: boolean,
+  }),
+  KUBERNETES_EVENTS_FAILING_AFTER: setting({
+    default: '3',
+    doc: 'Sidecar, with KUBERNETES_EVENTS: failed refresh cycles in a row before a SecretRefreshFailing event (one per failing streak).',
+    parse: count(1, 1000),
   }),
   RESTART_ON_CHANGE: setting({
     default: 'false',
@@ -472,6 +501,8 @@ export function parseAgentConfig(env: Env): AgentConfig {
   const debounceMs = read('ROTATION_DEBOUNCE', g.ROTATION_DEBOUNCE);
   const sentinelPath = read('ROTATION_SENTINEL_FILE', g.ROTATION_SENTINEL_FILE);
   const sentinelHoldMs = read('ROTATION_SENTINEL_HOLD', g.ROTATION_SENTINEL_HOLD);
+  const events = read('KUBERNETES_EVENTS', g.KUBERNETES_EVENTS);
+  const failingAfter = read('KUBERNETES_EVENTS_FAILING_AFTER', g.KUBERNETES_EVENTS_FAILING_AFTER);
   if (env.ROTATION_SENTINEL_HOLD !== undefined && env.ROTATION_SENTINEL_FILE === undefined) {
     errors.push(
       new ConfigError(
@@ -688,6 +719,7 @@ export function parseAgentConfig(env: Env): AgentConfig {
     requireMemoryFs: requireMemoryFs!,
     pod,
     serviceAccountDir: serviceAccountDir!,
+    ...(events ? { events: { failingAfter: failingAfter! } } : {}),
     sidecar: {
       refreshIntervalMs: refreshIntervalMs!,
       httpAddr: httpAddr!,

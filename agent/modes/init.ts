@@ -4,6 +4,8 @@ import { sourceKey } from '../contract/reference.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
 import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
+import { deliveredMessage } from '../notify/open-pod-events.ts';
+import type { PodEventRecorder } from '../notify/pod-events.ts';
 import { AtomicDir, WriteError } from '../write/atomic-dir.ts';
 
 /** One secret that could not be delivered: what it was, why, and what to do. Never a value. */
@@ -27,6 +29,8 @@ export interface InitDeps {
   readonly agentVersion: string;
   /** The formats' code the secrets need (agent/format/load-formats.ts); none for raw/split/dotenv. */
   readonly formats?: FormatKit;
+  /** Kubernetes Events on the pod, when KUBERNETES_EVENTS is on. */
+  readonly events?: PodEventRecorder;
 }
 
 /**
@@ -35,7 +39,7 @@ export interface InitDeps {
  */
 export async function runInit(
   config: AgentConfig,
-  { log, agentVersion, formats }: InitDeps,
+  { log, agentVersion, formats, events }: InitDeps,
 ): Promise<InitResult> {
   const dir = await AtomicDir.open(config.secretsDir, {
     setName: config.setName,
@@ -113,11 +117,14 @@ export async function runInit(
       { dir: config.secretsDir, files: files.length, secrets: config.secrets.length },
       'secrets written',
     );
+    events?.record('SecretsDelivered', deliveredMessage(files));
     if (log.isLevelEnabled('debug'))
       log.debug({ resources: await activeResources() }, 'backend clients closed');
     return { ok: true, files: files.length };
   } finally {
     await providers.close();
+    await events?.flush();
+    await events?.close();
   }
 }
 

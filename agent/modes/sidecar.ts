@@ -21,6 +21,8 @@ import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '
 import type { Logger } from '../log.ts';
 import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
 import { kubernetesApiUrl } from '../notify/kubernetes-api-url.ts';
+import { deliveredMessage, openPodEvents } from '../notify/open-pod-events.ts';
+import type { PodEventRecorder } from '../notify/pod-events.ts';
 import { watchAppExit, type AppExitWatch } from '../proc/watch-app-exit.ts';
 import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
@@ -43,6 +45,8 @@ export interface SidecarDeps {
   readonly notifiers: readonly Notifier[];
   /** The formats' code the secrets need (agent/format/load-formats.ts). */
   readonly formats: FormatKit;
+  /** Kubernetes Events on the pod, when KUBERNETES_EVENTS is on. */
+  readonly events?: PodEventRecorder;
 }
 
 /**
@@ -59,6 +63,7 @@ export class Sidecar {
   readonly #providers: ProviderSet;
   #notifiers: readonly Notifier[];
   #formats: FormatKit;
+  readonly #events: PodEventRecorder | undefined;
   /** Each secret's files as last written, kept when a new value does not fit the format. */
   #rendered = new Map<string, readonly FileEntry[]>();
   /**
@@ -91,6 +96,7 @@ export class Sidecar {
     this.#log = deps.log;
     this.#notifiers = deps.notifiers;
     this.#formats = deps.formats;
+    this.#events = deps.events;
     this.#providers = new ProviderSet({ pod: config.pod, agentVersion: deps.agentVersion });
   }
 
@@ -218,6 +224,7 @@ export class Sidecar {
     this.#server?.closeAllConnections();
     await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
     await this.#providers.close();
+    await this.#events?.close();
   }
 
   #live(): boolean {
@@ -231,9 +238,17 @@ export class Sidecar {
       if (this.#stopping || generation !== this.#generation) return;
       this.#lastCycleAt = Date.now();
       const round = { deadlineMs: REFRESH_ROUND_MS, full: false, maxAttempts: 1 };
-      const { ok, retryAfterMs } = await this.#refresh(group.specs, round);
+      const { ok, retryAfterMs, failures: failed } = await this.#refresh(group.specs, round);
       if (this.#stopping || generation !== this.#generation) return;
       const nextFailures = ok ? 0 : failures + 1;
+      // Once per failing streak, so `kubectl describe pod` shows it without an event every cycle.
+      if (this.#events && nextFailures === this.#config.events?.failingAfter)
+        this.#events.record(
+          'SecretRefreshFailing',
+          `refresh failed ${nextFailures} times in a row; keeping the last good files. ${failed
+            .map((f) => `${f.file} (${f.id}): ${f.reason}`)
+            .join('; ')}`,
+        );
       // A failed cycle retries sooner than the interval, but never sooner than the backend asked.
       const backoff = { ...REFRESH_BACKOFF, maxMs: Math.min(REFRESH_BACKOFF.maxMs, group.intervalMs) };
       const next = ok
@@ -400,8 +415,9 @@ export class Sidecar {
     // Written, or equal to what the volume holds: either way what a bad value later falls back to.
     this.#rendered = rendered;
     if (!this.#ready) {
-      if (!changed && this.#inherited)
-        this.#log.info({ files: files.length }, 'the volume already holds these secrets');
+      // An inherited set was told of by whoever wrote it (the init container); a change to it is a rotation.
+      if (!this.#inherited) this.#events?.record('SecretsDelivered', deliveredMessage(files));
+      else if (!changed) this.#log.info({ files: files.length }, 'the volume already holds these secrets');
       this.#ready = true;
       this.metrics.ready.set(1);
     }
@@ -417,7 +433,7 @@ export class Sidecar {
   }
 
   #queueNotification(versions: Record<string, string>, changed: readonly string[]): void {
-    if (this.#notifiers.length === 0) return;
+    if (this.#notifiers.length === 0 && !this.#events) return;
     if (this.#pending) {
       clearTimeout(this.#pending.timer);
       Object.assign(this.#pending.versions, versions);
@@ -438,6 +454,7 @@ export class Sidecar {
   }
 
   async #notify(event: RotationEvent): Promise<void> {
+    this.#events?.record('SecretsRotated', `new content in: ${event.changedFiles.join(', ')}`);
     const signal = AbortSignal.timeout(60_000);
     await Promise.all(
       this.#notifiers.map(async (n) => {
@@ -456,6 +473,7 @@ export class Sidecar {
   async settled(): Promise<void> {
     await this.#applying;
     await this.#notifying;
+    await this.#events?.flush();
   }
 }
 
@@ -507,12 +525,21 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
     kubernetesApiUrl: kubernetesApiUrl(env),
     secretsDir: config.secretsDir,
   };
+  // Outcomes go to the sidecar's metrics, which exist only once it does.
+  const started: { metrics?: AgentMetrics } = {};
+  const events = await openPodEvents(config, {
+    log,
+    kubernetesApiUrl: notifierDeps.kubernetesApiUrl,
+    onOutcome: (reason, outcome) => started.metrics?.events.inc({ reason, outcome }),
+  });
   const sidecar = await Sidecar.start(config, {
     log,
     agentVersion: options.agentVersion,
     notifiers: await loadNotifiers(config.sidecar, notifierDeps),
     formats: options.formats,
+    ...(events ? { events } : {}),
   });
+  started.metrics = sidecar.metrics;
   log.info(
     { addr: `${config.sidecar.httpAddr.host}:${sidecar.httpPort}` },
     'serving /healthz, /readyz, /metrics',

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'undici';
 
 /**
- * The few calls restart-on-change makes to the Kubernetes API from inside a pod, authenticated as
+ * The few calls restart-on-change and the pod's Kubernetes Events make to the Kubernetes API from inside a pod, authenticated as
  * the pod's service account. The token is read from disk on every call because projected tokens
  * are rotated by the kubelet (hourly by default); the CA bundle is re-read too and the TLS agent
  * rebuilt only when it changed.
@@ -17,7 +17,12 @@ export interface KubernetesClient {
     signal: AbortSignal,
   ): Promise<KubernetesResponse>;
   delete(path: string, signal: AbortSignal): Promise<KubernetesResponse>;
+  /** Creates an object: the body is sent as JSON. */
+  post(path: string, body: unknown, signal: AbortSignal): Promise<KubernetesResponse>;
+  /** Waits for requests in flight, then closes the connections. */
   close(): Promise<void>;
+  /** Closes the connections at once, ending requests in flight (ones a caller gave up on). */
+  destroy(): Promise<void>;
 }
 
 export type PatchType = 'application/strategic-merge-patch+json' | 'application/merge-patch+json';
@@ -72,17 +77,17 @@ export function createKubernetesClient(options: KubernetesClientOptions): Kubern
     const ca = await readServiceAccountFile('ca.crt');
     if (tls?.ca !== ca) {
       const old = tls?.agent;
-      tls = { ca, agent: new Agent({ connect: { ca }, keepAliveTimeout: 30_000 }) };
+      tls = { ca, agent: new Agent({ connect: { ca, timeout: timeoutMs }, keepAliveTimeout: 30_000 }) };
       void old?.close();
     }
     return tls.agent;
   };
 
   const send = async (
-    method: 'GET' | 'PATCH' | 'DELETE',
+    method: 'GET' | 'PATCH' | 'DELETE' | 'POST',
     path: string,
     signal: AbortSignal,
-    patch?: { body: unknown; contentType: PatchType },
+    payload?: { body: unknown; contentType: PatchType | 'application/json' },
   ): Promise<KubernetesResponse> => {
     const token = (await readServiceAccountFile('token')).trim();
     const res = await request(`${base}${path}`, {
@@ -95,9 +100,9 @@ export function createKubernetesClient(options: KubernetesClientOptions): Kubern
         authorization: `Bearer ${token}`,
         accept: 'application/json',
         'user-agent': 'secret-agent',
-        ...(patch ? { 'content-type': patch.contentType } : {}),
+        ...(payload ? { 'content-type': payload.contentType } : {}),
       },
-      ...(patch ? { body: JSON.stringify(patch.body) } : {}),
+      ...(payload ? { body: JSON.stringify(payload.body) } : {}),
     });
     const text = await res.body.text();
     let body: unknown;
@@ -114,8 +119,13 @@ export function createKubernetesClient(options: KubernetesClientOptions): Kubern
     get: (path, signal) => send('GET', path, signal),
     patch: (path, body, contentType, signal) => send('PATCH', path, signal, { body, contentType }),
     delete: (path, signal) => send('DELETE', path, signal),
+    post: (path, body, signal) => send('POST', path, signal, { body, contentType: 'application/json' }),
     async close() {
       await tls?.agent.close();
+      tls = undefined;
+    },
+    async destroy() {
+      await tls?.agent.destroy();
       tls = undefined;
     },
   };

@@ -48,6 +48,12 @@ export const METRIC_DOCS = [
     help: 'Rotation notifications by kind (sentinel, signal, http, command, restart) and outcome (ok or a reason).',
   },
   {
+    name: 'secret_agent_kubernetes_events_total',
+    type: 'counter',
+    labels: 'reason, outcome',
+    help: 'Kubernetes Events sent about the pod (KUBERNETES_EVENTS) by reason (SecretsDelivered, SecretsRotated, SecretRefreshFailing) and outcome (ok or a reason).',
+  },
+  {
     name: 'secret_agent_ready',
     type: 'gauge',
     labels: '',
@@ -106,6 +112,12 @@ export class AgentMetrics {
     name: 'secret_agent_notifications_total',
     help: help('secret_agent_notifications_total'),
     labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly events = new Counter({
+    name: 'secret_agent_kubernetes_events_total',
+    help: help('secret_agent_kubernetes_events_total'),
+    labelNames: ['reason', 'outcome'],
     registers: [this.registry],
   });
   readonly ready = new Gauge({

@@ -1,11 +1,12 @@
 /**
- * A local Kubernetes API server for the endpoints restart-on-change uses, over HTTPS with a
- * throwaway certificate: GET/DELETE pods, GET replicasets, GET/PATCH deployments, statefulsets and
- * daemonsets. It answers as the real API server does where the agent can tell: authentication
+ * A local Kubernetes API server for the endpoints restart-on-change and the pod's Events use, over
+ * HTTPS with a throwaway certificate: GET/DELETE pods, GET replicasets, GET/PATCH deployments,
+ * statefulsets and daemonsets, POST (create) core/v1 events. It answers as the real API server does where the agent can tell: authentication
  * (401) before authorization (403) before existence (404), errors as `kind: Status` objects with
  * the real messages, strategic-merge / merge patches only (415 otherwise), objects validated against
  * the Kubernetes schemas after a patch (422), resourceVersion bumped on every real change and
  * metadata.generation only when the spec changes. A pod-template change counts as one rollout.
+ * Events go through the create path's checks in the real order (see createEvent).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
@@ -13,9 +14,9 @@ import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import { writeStatus } from './kubernetes-status.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DaemonSet, Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
-import { Pod } from 'kubernetes-models/v1';
+import { Event, Pod } from 'kubernetes-models/v1';
 
-export type Verb = 'get' | 'patch' | 'delete';
+export type Verb = 'get' | 'patch' | 'delete' | 'create';
 export type Resource = 'pods' | 'replicasets' | 'deployments' | 'statefulsets' | 'daemonsets';
 type Json = Record<string, unknown>;
 
@@ -25,6 +26,8 @@ export interface SeenRequest {
   readonly query: string;
   readonly contentType: string;
   readonly status: number;
+  /** The request body as sent (a test scans it for leaked secret values). */
+  readonly body: string;
 }
 
 export interface KubernetesWorkloadsFake {
@@ -49,6 +52,13 @@ export interface KubernetesWorkloadsFake {
   object(resource: Resource, namespace: string, name: string): Json | undefined;
   /** Pod-template changes of a workload: each one makes the real controller roll all its pods. */
   rollouts(resource: Resource, namespace: string, name: string): number;
+  /** The core/v1 Events created in a namespace, oldest first, as stored. */
+  events(namespace: string): readonly Json[];
+  /**
+   * The next `times` requests (after authentication) get this code, as an overloaded API server or
+   * a failing etcd answers: 429 TooManyRequests (with Retry-After), 500 InternalError, 503 ServiceUnavailable.
+   */
+  failNext(code: 429 | 500 | 503, times?: number): void;
   readonly requests: readonly SeenRequest[];
   stop(): Promise<void>;
 }
@@ -74,6 +84,14 @@ const VALIDATE: Readonly<Record<Resource, (o: Json) => void>> = {
   statefulsets: (o) => new StatefulSet(o as ConstructorParameters<typeof StatefulSet>[0]).validate(),
   daemonsets: (o) => new DaemonSet(o as ConstructorParameters<typeof DaemonSet>[0]).validate(),
 };
+const STATUS_REASON: Readonly<Record<429 | 500 | 503, string>> = {
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+};
+const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);
+const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const PATCH_TYPES = new Set(['application/strategic-merge-patch+json', 'application/merge-patch+json']);
 
 /** A self-signed serving certificate for 127.0.0.1, as the API server's service name too. */
@@ -103,6 +121,8 @@ export async function startKubernetesWorkloadsFake(
   const sa = options.serviceAccount ?? { namespace: 'apps', name: 'secret-agent' };
   const objects = new Map<string, Json>();
   const rollouts = new Map<string, number>();
+  const events = new Map<string, Map<string, Json>>();
+  const failures: (429 | 500 | 503)[] = [];
   const requests: SeenRequest[] = [];
   let resourceVersion = 1000;
   const keyOf = (resource: Resource, ns: string, name: string) => `${resource}/${ns}/${name}`;
@@ -155,15 +175,166 @@ export async function startKubernetesWorkloadsFake(
     return name;
   };
 
-  const send = (res: ServerResponse, object: Json) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
+  const send = (res: ServerResponse, object: Json, code = 200) => {
+    res.writeHead(code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(object));
+  };
+
+  /**
+   * POST /api/v1/namespaces/NS/events in the real order: authorization (403), media type (415),
+   * decoding (400), request vs object namespace (400, EnsureObjectNamespaceMatchesRequestNamespace),
+   * validation (422: the v1 schema, then ValidateEventCreate's legacy rules for core/v1), then
+   * storage (409 on an existing name); 201 with the stored object. Accepts JSON only (the real one
+   * also takes YAML, protobuf and CBOR).
+   */
+  const createEvent = (req: IncomingMessage, body: string, res: ServerResponse, ns: string) => {
+    if (req.method !== 'POST')
+      return writeStatus(
+        res,
+        405,
+        'MethodNotAllowed',
+        'the server does not allow this method on the requested resource',
+        { kind: 'events' },
+      );
+    if (!fake.allowed.has('create events'))
+      return writeStatus(
+        res,
+        403,
+        'Forbidden',
+        `events is forbidden: User "${fake.user}" cannot create resource "events" in API group "" in the namespace "${ns}"`,
+        { kind: 'events' },
+      );
+    if ((req.headers['content-type'] ?? '').split(';')[0]!.trim() !== 'application/json')
+      return writeStatus(
+        res,
+        415,
+        'UnsupportedMediaType',
+        'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor',
+      );
+    let event: unknown;
+    try {
+      event = JSON.parse(body);
+    } catch (e) {
+      return writeStatus(
+        res,
+        400,
+        'BadRequest',
+        `Event in version "v1" cannot be handled as a Event: ${(e as Error).message}`,
+      );
+    }
+    if (!isObject(event) || (event.apiVersion ?? 'v1') !== 'v1' || (event.kind ?? 'Event') !== 'Event')
+      return writeStatus(
+        res,
+        400,
+        'BadRequest',
+        'the object provided is unrecognized (must be of type Event)',
+      );
+    const meta = isObject(event.metadata) ? event.metadata : {};
+    if (meta.namespace !== undefined && meta.namespace !== '' && meta.namespace !== ns)
+      return writeStatus(
+        res,
+        400,
+        'BadRequest',
+        'the namespace of the provided object does not match the namespace sent on the request',
+      );
+    const name =
+      typeof meta.name === 'string' && meta.name !== ''
+        ? meta.name
+        : typeof meta.generateName === 'string' && meta.generateName !== ''
+          ? `${meta.generateName}${suffix(5)}`
+          : '';
+    const stored: Json = {
+      ...event,
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: {
+        ...meta,
+        name,
+        namespace: ns,
+        uid: randomUUID(),
+        resourceVersion: String(++resourceVersion),
+        creationTimestamp: now(),
+      },
+    };
+    const invalid = (causes: { field: string; message: string }[]) =>
+      writeStatus(
+        res,
+        422,
+        'Invalid',
+        `Event "${name}" is invalid: ${causes.length === 1 ? `${causes[0]!.field}: ${causes[0]!.message}` : `[${causes.map((c) => `${c.field}: ${c.message}`).join(', ')}]`}`,
+        { name, kind: 'Event', causes: causes.map((c) => ({ reason: 'FieldValueInvalid', ...c })) },
+      );
+    try {
+      new Event(stored as ConstructorParameters<typeof Event>[0]).validate();
+    } catch (e) {
+      return invalid([{ field: '<schema>', message: (e as Error).message }]);
+    }
+    const causes: { field: string; message: string }[] = [];
+    if (name === '')
+      causes.push({ field: 'metadata.name', message: 'Required value: name or generateName is required' });
+    else if (name === '.' || name === '..' || /[/%]/.test(name))
+      causes.push({
+        field: 'metadata.name',
+        message: `Invalid value: "${name}": may not be '.' or '..' or contain '/' or '%'`,
+      });
+    const involved = isObject(stored.involvedObject) ? stored.involvedObject : {};
+    const involvedNs = typeof involved.namespace === 'string' ? involved.namespace : '';
+    const mismatch = {
+      field: 'involvedObject.namespace',
+      message: `Invalid value: "${involvedNs}": does not match event.namespace`,
+    };
+    if (stored.eventTime === undefined || stored.eventTime === null) {
+      // A legacy event: only the namespaces have to agree ("default" is tolerated for old clients).
+      if (involvedNs === '' ? ns !== 'default' : involvedNs !== ns) causes.push(mismatch);
+    } else {
+      if (involvedNs === '' && ns !== 'default' && ns !== 'kube-system') causes.push(mismatch);
+      const text = (field: string) => (typeof stored[field] === 'string' ? (stored[field] as string) : '');
+      for (const [field, limit] of [
+        ['reportingComponent', 0],
+        ['reportingInstance', 128],
+        ['action', 128],
+        ['reason', 128],
+      ] as const) {
+        if (text(field) === '') causes.push({ field, message: 'Required value' });
+        if (limit && text(field).length > limit)
+          causes.push({ field, message: `Invalid value: "": can have at most ${limit} characters` });
+      }
+      if (text('message').length > 1024)
+        causes.push({ field: 'message', message: 'Invalid value: "": can have at most 1024 characters' });
+    }
+    if (!DNS1123_SUBDOMAIN.test(ns) || ns.length > 253)
+      causes.push({
+        field: 'metadata.namespace',
+        message: `Invalid value: "${ns}": a lowercase RFC 1123 subdomain`,
+      });
+    if (causes.length > 0) return invalid(causes);
+    const inNamespace = events.get(ns) ?? new Map<string, Json>();
+    events.set(ns, inNamespace);
+    if (inNamespace.has(name))
+      return writeStatus(res, 409, 'AlreadyExists', `events "${name}" already exists`, {
+        name,
+        kind: 'events',
+      });
+    inNamespace.set(name, stored);
+    return send(res, stored, 201);
   };
 
   const route = (req: IncomingMessage, body: string, res: ServerResponse, path: string) => {
     const method = req.method ?? '';
     if (req.headers.authorization !== `Bearer ${fake.token}`)
       return writeStatus(res, 401, 'Unauthorized', 'Unauthorized');
+    const failure = failures.shift();
+    if (failure) {
+      if (failure === 429) res.setHeader('retry-after', '1');
+      return writeStatus(
+        res,
+        failure,
+        STATUS_REASON[failure],
+        `injected ${failure} (${STATUS_REASON[failure]})`,
+      );
+    }
+    const eventsPath = /^\/api\/v1\/namespaces\/([^/]+)\/events$/.exec(path);
+    if (eventsPath) return createEvent(req, body, res, decodeURIComponent(eventsPath[1]!));
     const core = /^\/api\/v1\/namespaces\/([^/]+)\/(pods)\/([^/]+)$/.exec(path);
     const apps =
       /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
@@ -263,8 +434,10 @@ export async function startKubernetesWorkloadsFake(
         code = c;
         return (original as (...a: unknown[]) => ServerResponse)(c, ...rest);
       }) as typeof res.writeHead;
-      route(req, Buffer.concat(chunks).toString('utf8'), res, url.pathname);
+      const body = Buffer.concat(chunks).toString('utf8');
+      route(req, body, res, url.pathname);
       requests.push({
+        body,
         method: req.method ?? '',
         path: url.pathname,
         query: url.search,
@@ -348,6 +521,10 @@ export async function startKubernetesWorkloadsFake(
     },
     object: (resource, ns, name) => objects.get(keyOf(resource, ns, name)),
     rollouts: (resource, ns, name) => rollouts.get(keyOf(resource, ns, name)) ?? 0,
+    events: (ns) => [...(events.get(ns)?.values() ?? [])],
+    failNext(code, times = 1) {
+      for (let i = 0; i < times; i++) failures.push(code);
+    },
     requests,
     async stop() {
       server.closeAllConnections();

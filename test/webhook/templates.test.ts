@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { Pod } from 'kubernetes-models/v1';
+import { ClusterRole, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { parseAllDocuments } from 'yaml';
 import { parseAgentConfig, type AgentConfig } from '../../agent/contract/env.ts';
 import { sourceKey } from '../../agent/contract/reference.ts';
@@ -305,12 +306,55 @@ describe('rotation annotations', () => {
     }
   });
 
-  it('debounce: the env, read back', () => {
-    const { envs } = inject(basicPod({ [`${P}secret-db`]: 'aws:prod/db', [`${P}rotation-debounce`]: '2s' }));
+  it('debounce and Kubernetes Events: the env, read back, and the pod identity the events need', () => {
+    const { envs, agents } = inject(
+      basicPod({
+        [`${P}secret-db`]: 'aws:prod/db',
+        [`${P}rotation-debounce`]: '2s',
+        [`${P}kubernetes-events`]: 'true',
+        [`${P}kubernetes-events-failing-after`]: '5',
+      }),
+    );
     for (const e of envs) {
       assert.equal(e.ROTATION_DEBOUNCE, '2s');
-      assert.equal(parseAgentConfig(e).sidecar.debounceMs, 2000);
+      assert.equal(e.KUBERNETES_EVENTS, 'true');
+      assert.equal(e.KUBERNETES_EVENTS_FAILING_AFTER, '5');
+      const config = parseAgentConfig(e);
+      assert.equal(config.sidecar.debounceMs, 2000);
+      assert.deepEqual(config.events, { failingAfter: 5 });
+      assert.equal(config.pod.name, 'web-7d4b9c-xk2p9');
+      assert.equal(config.pod.namespace, 'apps');
     }
+    // From the downward API, so a pod made from a template (generateName) names itself.
+    for (const agent of agents) {
+      const env = agent.env as { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+      assert.equal(env.find((x) => x.name === 'POD_NAME')?.valueFrom?.fieldRef?.fieldPath, 'metadata.name');
+      assert.equal(
+        env.find((x) => x.name === 'POD_NAMESPACE')?.valueFrom?.fieldRef?.fieldPath,
+        'metadata.namespace',
+      );
+    }
+  });
+
+  it('the RoleBinding in docs/rotation.md binds the ClusterRole in deploy/agent-rbac that grants create events', () => {
+    const [binding] = docObjects('docs/rotation.md', 'RoleBinding').filter(
+      (b) => (b as { roleRef?: { name?: string } }).roleRef?.name === 'secret-agent-events',
+    );
+    assert.ok(binding, 'docs/rotation.md binds secret-agent-events');
+    new RoleBinding(binding as unknown as ConstructorParameters<typeof RoleBinding>[0]).validate();
+    const roles = parseAllDocuments(
+      readFileSync(new URL('../../deploy/agent-rbac/clusterroles.yaml', import.meta.url), 'utf8'),
+    ).map((d) => d.toJS() as NonNullable<ConstructorParameters<typeof ClusterRole>[0]>);
+    const role = roles.find((r) => r.metadata?.name === 'secret-agent-events');
+    assert.ok(role, 'deploy/agent-rbac has the ClusterRole secret-agent-events');
+    new ClusterRole(role).validate();
+    assert.equal((binding as { roleRef: { kind: string } }).roleRef.kind, 'ClusterRole');
+    assert.deepEqual(
+      (role.rules ?? []).flatMap((r) =>
+        r.verbs.flatMap((v) => (r.resources ?? []).map((res) => `${v} ${(r.apiGroups ?? []).join()}/${res}`)),
+      ),
+      ['create /events'],
+    );
   });
 
   const ok = { [`${P}secret-db-password`]: 'aws:prod/db#password' };
@@ -355,6 +399,18 @@ describe('rotation annotations', () => {
       { ...ok, [`${P}rotation-debounce`]: 'soon' },
       `${P}rotation-debounce`,
       /"soon" is not a duration/,
+    ],
+    [
+      'kubernetes-events that is not a boolean',
+      { ...ok, [`${P}kubernetes-events`]: 'yes' },
+      `${P}kubernetes-events`,
+      /"yes"/,
+    ],
+    [
+      'a failing-after that is not a count',
+      { ...ok, [`${P}kubernetes-events-failing-after`]: '0' },
+      `${P}kubernetes-events-failing-after`,
+      /"0" is not a whole number from 1 to 1000/,
     ],
   ];
   for (const [name, annotations, field, detail] of refused) {
