@@ -12,7 +12,17 @@ export interface HttpRequestOptions {
   readonly attempts?: number;
   /** Delay before the second attempt; doubles after each. */
   readonly retryDelayMs?: number;
+  /**
+   * The longest Retry-After (on 429 and 503) that is waited for; a longer one ends the retries, as
+   * the rotation's notifications have a budget (60 s) and the next rotation tells the app again.
+   */
+  readonly maxRetryAfterMs?: number;
+  /** How a delay between attempts is waited out (tests see the delays asked for through it). */
+  readonly wait?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
+
+/** An attempt's outcome, with how long the app asked to wait before the next one (Retry-After). */
+type Attempt = NotifyOutcome & { readonly retryAfterMs?: number };
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -25,11 +35,13 @@ export function createHttpRequestNotifier(options: HttpRequestOptions, log: Logg
   const timeoutMs = options.timeoutMs ?? 5000;
   const attempts = options.attempts ?? 3;
   const retryDelayMs = options.retryDelayMs ?? 250;
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+  const wait = options.wait ?? ((ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }));
   const method = options.method.toUpperCase() as Dispatcher.HttpMethod;
   const target = describeUrl(options.url);
   const httpLog = log.child({ notifier: 'http', method, target });
 
-  const attempt = async (event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome> => {
+  const attempt = async (event: RotationEvent, signal: AbortSignal): Promise<Attempt> => {
     const carriesBody = BODY_METHODS.has(method);
     const deadline = AbortSignal.timeout(timeoutMs);
     try {
@@ -49,7 +61,13 @@ export function createHttpRequestNotifier(options: HttpRequestOptions, log: Logg
       // The app's answer is not ours to log (it could echo anything); read it only to free the socket.
       await res.body.dump();
       if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true };
-      return { ok: false, reason: `http-${res.statusCode}` };
+      const retryAfterMs =
+        res.statusCode === 429 || res.statusCode === 503 ? retryAfter(res.headers['retry-after']) : undefined;
+      return {
+        ok: false,
+        reason: `http-${res.statusCode}`,
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+      };
     } catch (e) {
       if (deadline.aborted && !signal.aborted) return { ok: false, reason: 'timeout' };
       return { ok: false, reason: requestErrorReason(e, signal) };
@@ -59,28 +77,50 @@ export function createHttpRequestNotifier(options: HttpRequestOptions, log: Logg
   return {
     kind: 'http',
     async notify(event, signal) {
-      let outcome: NotifyOutcome = { ok: false, reason: 'aborted' };
+      let outcome: Attempt = { ok: false, reason: 'aborted' };
       for (let n = 1; n <= attempts && !signal.aborted; n++) {
         outcome = await attempt(event, signal);
         if (outcome.ok) {
           httpLog.info({ attempt: n }, 'rotation: the app acknowledged the HTTP notification');
-          return outcome;
+          return { ok: true };
         }
-        const retryable = outcome.reason !== 'aborted' && isRetryable(outcome.reason);
+        const asked = outcome.retryAfterMs;
+        const tooLong = asked !== undefined && asked > maxRetryAfterMs;
+        const retryable = outcome.reason !== 'aborted' && isRetryable(outcome.reason) && !tooLong;
         httpLog.warn(
-          { attempt: n, reason: outcome.reason, willRetry: retryable && n < attempts },
-          'rotation: HTTP notification failed',
+          {
+            attempt: n,
+            reason: outcome.reason,
+            willRetry: retryable && n < attempts,
+            ...(asked !== undefined ? { retryAfterMs: asked } : {}),
+          },
+          tooLong
+            ? 'rotation: HTTP notification failed, and the app asks to wait longer than a rotation allows'
+            : 'rotation: HTTP notification failed',
         );
         if (!retryable || n === attempts) break;
         try {
-          await sleep(retryDelayMs * 2 ** (n - 1), undefined, { signal });
+          // The app's Retry-After, when it gave one, is the least we wait: it knows when it is back.
+          await wait(Math.max(asked ?? 0, retryDelayMs * 2 ** (n - 1)), signal);
         } catch {
           return { ok: false, reason: 'aborted' };
         }
       }
-      return outcome;
+      return { ok: false, reason: outcome.ok ? 'internal' : outcome.reason };
     },
   };
+}
+
+/**
+ * Retry-After as milliseconds from now: delay-seconds or an HTTP-date (RFC 9110 §10.2.3);
+ * undefined when absent or unreadable (then the usual backoff applies).
+ */
+export function retryAfter(header: string | string[] | undefined, now = Date.now()): number | undefined {
+  const text = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (!text) return undefined;
+  if (/^\d{1,9}$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) || !/[A-Za-z]/.test(text) ? undefined : Math.max(0, at - now);
 }
 
 function isRetryable(reason: string): boolean {

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { SidecarSettings } from '../../agent/contract/env.ts';
-import { createHttpRequestNotifier } from '../../agent/notify/http-request.ts';
+import { createHttpRequestNotifier, retryAfter } from '../../agent/notify/http-request.ts';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { RotationEvent } from '../../agent/notify/notifier.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
@@ -119,6 +119,60 @@ describe('ROTATION_HTTP_URL: a request to the app', () => {
     );
     assert.equal(app.received[0]!.body, app.received[1]!.body);
     assert.match(text(), /"reason":"http-503","willRetry":true/);
+  });
+
+  it('waits as long as a 429 or 503 Retry-After asks (seconds or an HTTP-date), at least the backoff', async () => {
+    const inTwoSeconds = new Date(Date.now() + 2000).toUTCString();
+    app.script.push((res) => res.writeHead(429, { 'retry-after': '3' }).end());
+    app.script.push((res) => res.writeHead(503, { 'retry-after': inTwoSeconds }).end());
+    app.script.push((res) => res.writeHead(503, { 'retry-after': 'soon' }).end());
+    const waits: number[] = [];
+    const { log, text } = captureLog();
+    const notifier = createHttpRequestNotifier(
+      {
+        method: 'POST',
+        url: `http://127.0.0.1:${app.port}/reload`,
+        attempts: 4,
+        retryDelayMs: 100,
+        wait: async (ms) => void waits.push(ms),
+      },
+      log,
+    );
+    assert.deepEqual(await notifier.notify(EVENT, new AbortController().signal), { ok: true });
+    assert.equal(app.received.length, 4);
+    assert.equal(waits[0], 3000);
+    // An HTTP-date has whole seconds: between 1 and 2 s from now, never less than the backoff (200 ms).
+    assert.ok(waits[1]! > 200 && waits[1]! <= 2000, `waited ${waits[1]} ms for the HTTP-date`);
+    // Unreadable: the backoff alone.
+    assert.equal(waits[2], 400);
+    assert.match(text(), /"reason":"http-429","willRetry":true,"retryAfterMs":3000/);
+  });
+
+  it('stops retrying when Retry-After is longer than a rotation allows, and says so', async () => {
+    app.script.push((res) => res.writeHead(503, { 'retry-after': '120' }).end());
+    const { log, text } = captureLog();
+    const notifier = createHttpRequestNotifier(
+      { method: 'POST', url: `http://127.0.0.1:${app.port}/reload`, retryDelayMs: 5 },
+      log,
+    );
+    assert.deepEqual(await notifier.notify(EVENT, new AbortController().signal), {
+      ok: false,
+      reason: 'http-503',
+    });
+    assert.equal(app.received.length, 1);
+    assert.match(text(), /"willRetry":false,"retryAfterMs":120000/);
+    assert.match(text(), /asks to wait longer than a rotation allows/);
+  });
+
+  it('reads Retry-After as RFC 9110 has it: delay-seconds or an HTTP-date, else nothing', () => {
+    const now = Date.parse('2026-11-23T10:00:00Z');
+    assert.equal(retryAfter('0', now), 0);
+    assert.equal(retryAfter(' 17 ', now), 17_000);
+    assert.equal(retryAfter('Mon, 23 Nov 2026 10:00:30 GMT', now), 30_000);
+    assert.equal(retryAfter('Mon, 23 Nov 2026 09:59:00 GMT', now), 0);
+    assert.equal(retryAfter(['5', '9'], now), 5000);
+    for (const bad of [undefined, '', '-1', '1.5', 'soon', '12345678901', 'Mon, 99 Foo'])
+      assert.equal(retryAfter(bad, now), undefined, String(bad));
   });
 
   it('gives up after the bounded attempts on a persistent 5xx, with reason http-502', async () => {
