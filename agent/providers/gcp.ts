@@ -249,6 +249,24 @@ function toValue(response: AccessResponse, name: string): SecretValue {
   return { bytes, version: versionOf(response.name) ?? 'unknown' };
 }
 
+/**
+ * The server's google.rpc.RetryInfo, as google-gax decodes it from the grpc-status-details-bin
+ * trailer into `statusDetails`: how long to wait before the next attempt, honoured as the AWS path
+ * honours throttling. Nothing when the server sent none.
+ */
+function retryInfo(e: unknown): { retryAfterMs?: number } {
+  const details = (e as { statusDetails?: unknown } | undefined)?.statusDetails;
+  if (!Array.isArray(details)) return {};
+  for (const detail of details) {
+    const delay = (detail as { retryDelay?: { seconds?: unknown; nanos?: unknown } } | null)?.retryDelay;
+    if (!delay) continue;
+    // seconds is an int64: a Long object, a string or a number, depending on the decoder's options.
+    const ms = Number(String(delay.seconds ?? 0)) * 1000 + Number(delay.nanos ?? 0) / 1e6;
+    if (Number.isFinite(ms) && ms >= 0) return { retryAfterMs: Math.round(ms) };
+  }
+  return {};
+}
+
 /** Maps gRPC status codes to reasons and fixes; the message is the API's own, which never carries a value. */
 function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
   if (e instanceof ProviderError) return e;
@@ -304,6 +322,7 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
         'throttled',
         detail,
         'retried with backoff; spread start-ups or raise the Secret Manager quota',
+        retryInfo(e),
       );
     case status.DEADLINE_EXCEEDED:
       return new ProviderError(
@@ -325,6 +344,7 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
         'unavailable',
         detail,
         'a Secret Manager or network fault; retried with backoff',
+        retryInfo(e),
       );
     case status.INTERNAL:
     case status.UNKNOWN:

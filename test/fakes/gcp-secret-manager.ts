@@ -17,7 +17,12 @@ export type VersionState = 'ENABLED' | 'DISABLED' | 'DESTROYED';
 
 /** What the next call of a method gets instead of its normal answer. */
 export type Fault =
-  | { readonly code: grpc.status; readonly details?: string }
+  | {
+      readonly code: grpc.status;
+      readonly details?: string;
+      /** Sent as google.rpc.RetryInfo in the grpc-status-details-bin trailer, as Google's APIs do. */
+      readonly retryDelayMs?: number;
+    }
   /** A normal answer whose data_crc32c does not match the data. */
   | { readonly corruptChecksum: true }
   /** A normal answer without data_crc32c (the field is optional in the API). */
@@ -85,6 +90,29 @@ const require = createRequire(import.meta.url);
 const PROTO_DIRS = ['@google-cloud/secret-manager', 'google-gax'].map((pkg) =>
   join(dirname(require.resolve(pkg)), '../protos'),
 );
+
+// protobufjs is what @grpc/proto-loader and google-gax build on; here it encodes the error details.
+const protobuf = require('protobufjs') as typeof import('protobufjs');
+const rpcTypes = protobuf.loadSync(
+  ['google/rpc/status.proto', 'google/rpc/error_details.proto'].map((f) => join(PROTO_DIRS[1]!, f)),
+);
+
+/** A google.rpc.Status carrying a RetryInfo, encoded as the grpc-status-details-bin trailer holds it. */
+function statusDetails(code: grpc.status, message: string, retryDelayMs: number): Buffer {
+  const RetryInfo = rpcTypes.lookupType('google.rpc.RetryInfo');
+  const Status = rpcTypes.lookupType('google.rpc.Status');
+  const retryInfo = RetryInfo.encode(
+    RetryInfo.create({
+      retryDelay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 },
+    }),
+  ).finish();
+  const status = Status.create({
+    code,
+    message,
+    details: [{ type_url: 'type.googleapis.com/google.rpc.RetryInfo', value: retryInfo }],
+  });
+  return Buffer.from(Status.encode(status).finish());
+}
 
 /** A bit-at-a-time CRC32C, written apart from the agent's table-driven one so each checks the other. */
 function referenceCrc32c(bytes: Uint8Array): number {
@@ -208,7 +236,11 @@ export async function startGcpSecretManagerFake(options: FakeOptions = {}): Prom
       });
       const fault = faults.get(method)?.shift();
       if (fault && 'code' in fault) {
-        reply({ code: fault.code, details: fault.details ?? `injected ${grpc.status[fault.code]}` });
+        const details = fault.details ?? `injected ${grpc.status[fault.code]}`;
+        const metadata = new grpc.Metadata();
+        if (fault.retryDelayMs !== undefined)
+          metadata.set('grpc-status-details-bin', statusDetails(fault.code, details, fault.retryDelayMs));
+        reply({ code: fault.code, details, metadata });
         return;
       }
       if (fault && 'hang' in fault) {

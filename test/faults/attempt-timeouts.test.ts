@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
+import { status } from '@grpc/grpc-js';
 import { startGcpSecretManagerFake, type GcpSecretManagerFake } from '../fakes/gcp-secret-manager.ts';
 import { FakeVault } from '../fakes/vault.ts';
 import { canary } from '../support/canary.ts';
@@ -134,6 +135,34 @@ describe('R2: per-attempt timeouts are a share of INIT_DEADLINE', () => {
       assertRetriedOnceAfterTimeout(run, 'SECRET_0');
       assert.equal(readSecret(dir.path, 'api'), value);
       assert.equal(fake.calls('AccessSecretVersion') - before, 2);
+    });
+
+    it('RESOURCE_EXHAUSTED with RetryInfo: the next attempt waits as long as the server asks, then written', async () => {
+      using dir = memoryDir();
+      const value = canary('gcp-retry-info');
+      fake.addVersion('attempt-project', 'quota', value);
+      fake.inject('AccessSecretVersion', {
+        code: status.RESOURCE_EXHAUSTED,
+        details: 'Quota exceeded for quota metric Access requests.',
+        retryDelayMs: 2500,
+      });
+      const run = await runAgent({
+        GCE_METADATA_HOST: '127.0.0.1:9',
+        GCE_METADATA_IP: '127.0.0.1:9',
+        GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+        GCP_SECRET_MANAGER_ENDPOINT: fake.endpoint,
+        SECRETS_DIR: dir.path,
+        SECRET_0_REF: 'projects/attempt-project/secrets/quota',
+        SECRET_0_FILENAME: 'api',
+        INIT_DEADLINE: '30s',
+      });
+      assert.equal(run.code, 0, run.stderr);
+      const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
+      assert.equal(retries.length, 1);
+      // The first backoff is at most 250 ms; the server’s 2.5 s wins (what the built agent decoded).
+      assert.equal(retries[0]!.delayMs, 2500);
+      assert.deepEqual(retries[0]!.reasons, ['throttled']);
+      assert.equal(readSecret(dir.path, 'api'), value);
     });
   });
 

@@ -293,6 +293,21 @@ describe('GCP provider against the Secret Manager fake', () => {
     assert.equal(failure(b).transient, true);
     assert.equal(fake.calls('AccessSecretVersion'), calls + 1);
 
+    assert.equal(failure(b).retryAfterMs, undefined, 'no RetryInfo sent, none read');
+
+    // Google's APIs say when to come back (google.rpc.RetryInfo); the agent's backoff waits that long.
+    fake.inject(
+      'AccessSecretVersion',
+      { code: status.RESOURCE_EXHAUSTED, details: 'Quota exceeded.', retryDelayMs: 7250 },
+      { code: status.UNAVAILABLE, details: 'The service is currently unavailable.', retryDelayMs: 2000 },
+    );
+    const [throttled] = await provider.fetch([name], ctx());
+    assert.equal(failure(throttled).reason, 'throttled');
+    assert.equal(failure(throttled).retryAfterMs, 7250);
+    const [unavailable] = await provider.fetch([name], ctx());
+    assert.equal(failure(unavailable).reason, 'unavailable');
+    assert.equal(failure(unavailable).retryAfterMs, 2000);
+
     fake.inject('AccessSecretVersion', { code: status.INTERNAL });
     const [c] = await provider.fetch([name], ctx());
     assert.equal(failure(c).transient, true);
