@@ -192,16 +192,29 @@ export class FakeVault {
     this.clock = clock;
   }
 
-  /** Starts on 127.0.0.1 on a free port; TLS when given a certificate. */
+  /**
+   * Starts on 127.0.0.1 on a free port; TLS when given a certificate. With `clientCa`, a client
+   * must present a certificate that CA signed, or the handshake fails, as on a Vault listener with
+   * tls_require_and_verify_client_cert.
+   */
   static async start(
-    options: { clock?: ManualClock; tls?: { cert: string; key: string } } = {},
+    options: { clock?: ManualClock; tls?: { cert: string; key: string; clientCa?: string } } = {},
   ): Promise<FakeVault> {
     const holder: { fake?: FakeVault } = {};
     const handler = (req: IncomingMessage, res: ServerResponse): void => {
       void holder.fake!.#handle(req, res);
     };
     const server = options.tls
-      ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, handler)
+      ? createHttpsServer(
+          {
+            cert: options.tls.cert,
+            key: options.tls.key,
+            ...(options.tls.clientCa
+              ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: true }
+              : {}),
+          },
+          handler,
+        )
       : createHttpServer(handler);
     const fake = new FakeVault(server, options.clock ?? new ManualClock());
     holder.fake = fake;

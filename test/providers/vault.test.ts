@@ -6,14 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { SecretSpec } from '../../agent/contract/env.ts';
 import { parseReference, type VaultReference } from '../../agent/contract/reference.ts';
 import { renderFiles } from '../../agent/format/render-files.ts';
-import type { FetchOutcome, ProviderError, SecretValue } from '../../agent/providers/provider.ts';
+import { ProviderError, type FetchOutcome, type SecretValue } from '../../agent/providers/provider.ts';
 import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault.ts';
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
@@ -513,6 +513,116 @@ describe('Vault over TLS', () => {
     } finally {
       delete process.env.VAULT_SKIP_VERIFY;
     }
+  });
+});
+
+describe('Vault over mutual TLS (VAULT_CLIENT_CERT, VAULT_CLIENT_KEY) and VAULT_CAPATH', () => {
+  let mtls: FakeVault;
+  let token: string;
+  let caDir: string;
+  let clientCert: string;
+  let clientKey: string;
+  let strangerCert: string;
+  let strangerKey: string;
+  const secret = { v: canary('mtls') };
+
+  before(async () => {
+    const server = selfSignedCertificate('127.0.0.1', 'IP:127.0.0.1');
+    const client = selfSignedCertificate('secret-agent', 'DNS:secret-agent');
+    const stranger = selfSignedCertificate('someone-else', 'DNS:someone-else');
+    // A CA directory as ops teams mount it: the CA among other files.
+    caDir = join(files, 'mtls-cas');
+    mkdirSync(caDir);
+    writeFileSync(join(caDir, 'vault-ca.pem'), server.cert);
+    writeFileSync(join(caDir, 'README'), 'not a certificate\n');
+    [clientCert, clientKey, strangerCert, strangerKey] = [
+      'client.pem',
+      'client-key.pem',
+      'x.pem',
+      'x-key.pem',
+    ].map((name) => join(files, `mtls-${name}`)) as [string, string, string, string];
+    writeFileSync(clientCert, client.cert);
+    writeFileSync(clientKey, client.key);
+    writeFileSync(strangerCert, stranger.cert);
+    writeFileSync(strangerKey, stranger.key);
+    mtls = await FakeVault.start({ tls: { ...server, clientCa: client.cert } });
+    mtls.mountKv('kv', 1);
+    mtls.putKv('kv/mtls', secret);
+    mtls.policy('reader', { 'kv/*': ['read'] });
+    token = mtls.createToken({ policies: ['reader'] });
+  });
+  after(async () => {
+    await mtls?.stop();
+  });
+
+  const over = (env: Record<string, string>): VaultProvider => {
+    const p = openVaultProvider(
+      { pod: {}, agentVersion: '9' },
+      {
+        env: {
+          VAULT_ADDR: mtls.addr,
+          VAULT_TOKEN: token,
+          VAULT_KV_VERSION: '1',
+          VAULT_CAPATH: caDir,
+          ...env,
+        },
+      },
+    );
+    open.push(p);
+    return p;
+  };
+
+  it('presents the client certificate and trusts the CA found in VAULT_CAPATH', async () => {
+    const p = over({ VAULT_CLIENT_CERT: clientCert, VAULT_CLIENT_KEY: clientKey });
+    assert.deepEqual(json(await value(p, 'vault:kv/mtls')), secret);
+  });
+
+  it('without a client certificate, or with one Vault does not trust, the handshake fails: not written', async () => {
+    const none = await failure(over({}), 'vault:kv/mtls');
+    assert.equal(none.reason, 'invalid');
+    assert.equal(none.transient, false);
+    assert.match(
+      none.message,
+      /TLS: ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED: Vault refused the connection/,
+    );
+    assert.match(none.fix, /VAULT_CLIENT_CERT and VAULT_CLIENT_KEY/);
+    // An untrusted certificate: TLS 1.3 servers reject it after the client's side of the handshake is
+    // done, so the agent sees a reset connection, retried as a network fault; nothing is read.
+    const attempts: Record<string, string>[] = [
+      {},
+      { VAULT_CLIENT_CERT: strangerCert, VAULT_CLIENT_KEY: strangerKey },
+    ];
+    for (const env of attempts) {
+      const e = await failure(over(env), 'vault:kv/mtls');
+      assert.notEqual(e.reason, 'not-found');
+      assertNoCanary(`${e.message} ${e.fix}`, 'a refused handshake');
+    }
+  });
+
+  /** The settings are checked when the provider opens, the files when its TLS agent is made. */
+  const refusal = async (env: Record<string, string>): Promise<ProviderError> => {
+    try {
+      return await failure(over(env), 'vault:kv/mtls');
+    } catch (e) {
+      assert.ok(e instanceof ProviderError, String(e));
+      return e;
+    }
+  };
+
+  it('refuses half a client certificate, a directory without certificates, and unreadable files, naming the variable', async () => {
+    const half = await refusal({ VAULT_CLIENT_CERT: clientCert });
+    assert.equal(half.reason, 'invalid');
+    assert.match(half.message, /^VAULT_CLIENT_KEY: is not set, but VAULT_CLIENT_CERT is/);
+    const empty = join(files, 'mtls-empty');
+    mkdirSync(empty);
+    const noCa = await refusal({ VAULT_CAPATH: empty });
+    assert.match(noCa.message, /^VAULT_CAPATH: .* holds no PEM certificate/);
+    const missing = await refusal({
+      VAULT_CLIENT_CERT: join(files, 'nope.pem'),
+      VAULT_CLIENT_KEY: clientKey,
+    });
+    assert.match(missing.message, /^VAULT_CLIENT_CERT: cannot read .*nope\.pem \(ENOENT\)/);
+    assert.equal(missing.transient, false);
   });
 });
 

@@ -17,6 +17,10 @@ export interface VaultSettings {
   readonly addr: URL;
   readonly namespace?: string;
   readonly caCertFile?: string;
+  /** A directory of PEM CA certificates (VAULT_CAPATH), trusted besides VAULT_CACERT. */
+  readonly caPath?: string;
+  /** The agent's TLS client certificate, for a Vault that requires one (VAULT_CLIENT_CERT / _KEY). */
+  readonly clientCert?: { readonly certFile: string; readonly keyFile: string };
   readonly tlsServerName?: string;
   readonly skipVerify: boolean;
   readonly kvVersion: KvVersionSetting;
@@ -51,6 +55,21 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
     name: 'VAULT_CACERT',
     default: '',
     doc: 'PEM file of the CA that signed the Vault server certificate (instead of the system CAs).',
+  },
+  {
+    name: 'VAULT_CAPATH',
+    default: '',
+    doc: 'Directory of PEM CA certificates (every file in it that holds one), trusted instead of the system CAs, together with VAULT_CACERT.',
+  },
+  {
+    name: 'VAULT_CLIENT_CERT',
+    default: '',
+    doc: 'PEM client certificate the agent presents over TLS, for a Vault listener that requires one (with VAULT_CLIENT_KEY).',
+  },
+  {
+    name: 'VAULT_CLIENT_KEY',
+    default: '',
+    doc: 'PEM private key of VAULT_CLIENT_CERT.',
   },
   {
     name: 'VAULT_TLS_SERVER_NAME',
@@ -163,11 +182,28 @@ export function parseVaultSettings(env: Env): VaultSettings {
 
   const namespace = get('VAULT_NAMESPACE');
   const caCertFile = get('VAULT_CACERT');
+  const caPath = get('VAULT_CAPATH');
   const tlsServerName = get('VAULT_TLS_SERVER_NAME');
+  const certFile = get('VAULT_CLIENT_CERT');
+  const keyFile = get('VAULT_CLIENT_KEY');
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw invalid(
+      certFile === undefined ? 'VAULT_CLIENT_CERT' : 'VAULT_CLIENT_KEY',
+      `is not set, but ${certFile === undefined ? 'VAULT_CLIENT_KEY' : 'VAULT_CLIENT_CERT'} is`,
+      'set both VAULT_CLIENT_CERT and VAULT_CLIENT_KEY (PEM files), or neither',
+    );
+  if (certFile !== undefined && addr.protocol !== 'https:')
+    throw invalid(
+      'VAULT_CLIENT_CERT',
+      `is set, but VAULT_ADDR is ${addr.protocol}// and sends no certificate`,
+      'use the https:// address of Vault',
+    );
   return {
     addr,
     ...(namespace ? { namespace: namespace.replace(/^\/+|\/+$/g, '') } : {}),
     ...(caCertFile ? { caCertFile } : {}),
+    ...(caPath ? { caPath } : {}),
+    ...(certFile && keyFile ? { clientCert: { certFile, keyFile } } : {}),
     ...(tlsServerName ? { tlsServerName } : {}),
     skipVerify,
     kvVersion: kvText,

@@ -5,6 +5,10 @@ import { VaultResponseError } from './http.ts';
 const TLS_CODE =
   /^(?:CERT_|ERR_TLS_CERT_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|UNABLE_TO_)/;
 
+/** OpenSSL's codes for the server's alerts about the client's certificate (none, or untrusted). */
+const CLIENT_CERT_ALERT =
+  /^ERR_SSL_(?:TLSV13_ALERT_CERTIFICATE_REQUIRED|SSLV3_ALERT_BAD_CERTIFICATE|TLSV1_ALERT_UNKNOWN_CA|SSLV3_ALERT_CERTIFICATE_UNKNOWN)$/;
+
 /**
  * Maps a failed Vault call to a ProviderError. `what` names the call ("read secret/data/app",
  * "kubernetes login at auth/k8s/login as role \"app\""); `denied` is the fix for a 403. Details carry
@@ -18,6 +22,15 @@ export function vaultError(e: unknown, what: string, denied: string): ProviderEr
       'invalid',
       `${what}: TLS: ${code}: ${(e as Error).message}`,
       'give the CA that signed Vault’s certificate with VAULT_CACERT, and VAULT_TLS_SERVER_NAME if the certificate names another host than VAULT_ADDR',
+      { transient: false },
+    );
+  }
+  // The server's alert about our certificate: a listener that requires one (mutual TLS).
+  if (typeof code === 'string' && CLIENT_CERT_ALERT.test(code)) {
+    return new ProviderError(
+      'invalid',
+      `${what}: TLS: ${code}: Vault refused the connection for want of a client certificate it trusts`,
+      'set VAULT_CLIENT_CERT and VAULT_CLIENT_KEY to a certificate signed by the CA of Vault’s listener (tls_client_ca_file)',
       { transient: false },
     );
   }

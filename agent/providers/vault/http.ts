@@ -1,6 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
 import createNodeVault from 'node-vault';
 import { ProviderError } from '../provider.ts';
 import type { VaultSettings } from './config.ts';
@@ -97,7 +98,13 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
   const agent = https
     ? new HttpsAgent({
         keepAlive: true,
-        ...(settings.caCertFile ? { ca: readCaCert(settings.caCertFile) } : {}),
+        ...trustedCas(settings),
+        ...(settings.clientCert
+          ? {
+              cert: readTlsFile(settings.clientCert.certFile, 'VAULT_CLIENT_CERT', 'client certificate'),
+              key: readTlsFile(settings.clientCert.keyFile, 'VAULT_CLIENT_KEY', 'client key'),
+            }
+          : {}),
         ...(settings.tlsServerName ? { servername: settings.tlsServerName } : {}),
         rejectUnauthorized: !settings.skipVerify,
       })
@@ -233,17 +240,50 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
   };
 }
 
-function readCaCert(file: string): Buffer {
+/** VAULT_CACERT and every PEM certificate in VAULT_CAPATH; none set: the system CAs. */
+function trustedCas(settings: VaultSettings): { ca?: Buffer[] } {
+  const cas: Buffer[] = [];
+  if (settings.caCertFile) cas.push(readTlsFile(settings.caCertFile, 'VAULT_CACERT', 'CA bundle'));
+  if (settings.caPath) {
+    let names: string[];
+    try {
+      names = readdirSync(settings.caPath).sort();
+    } catch (e) {
+      throw unreadable('VAULT_CAPATH', settings.caPath, 'CA directory', e);
+    }
+    // OpenSSL's c_rehash layout holds hash-named links next to the files: a CA read twice is harmless.
+    const before = cas.length;
+    for (const name of names) {
+      const file = join(settings.caPath, name);
+      const text = statSync(file, { throwIfNoEntry: false })?.isFile() ? readFileSync(file) : undefined;
+      if (text?.includes('-----BEGIN CERTIFICATE-----')) cas.push(text);
+    }
+    if (cas.length === before)
+      throw new ProviderError(
+        'invalid',
+        `VAULT_CAPATH: ${settings.caPath} holds no PEM certificate`,
+        'put the CA certificates (PEM) in that directory, or use VAULT_CACERT',
+        { transient: false },
+      );
+  }
+  return cas.length > 0 ? { ca: cas } : {};
+}
+
+function readTlsFile(file: string, field: string, what: string): Buffer {
   try {
     return readFileSync(file);
   } catch (e) {
-    throw new ProviderError(
-      'invalid',
-      `VAULT_CACERT: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
-      'mount the CA bundle (PEM) into the pod and point VAULT_CACERT at it',
-      { transient: false },
-    );
+    throw unreadable(field, file, what, e);
   }
+}
+
+function unreadable(field: string, path: string, what: string, e: unknown): ProviderError {
+  return new ProviderError(
+    'invalid',
+    `${field}: cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+    `mount the ${what} (PEM) into the pod and point ${field} at it`,
+    { transient: false },
+  );
 }
 
 function errorMessages(body: unknown): string[] {
