@@ -757,9 +757,9 @@ export type Symptom =
 export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Symptom {
   const { errorClass, file } = row;
   if (errorClass === 'VaultResponseError') return 'internal';
-  // TemplateError and FormatProblem reach the user as the SecretFormatError they are turned into.
+  // TemplateError and ValueFormatError reach the user as the SecretFormatError they are turned into.
   if (
-    ['ProviderError', 'SecretFormatError', 'WriteError', 'TemplateError', 'FormatProblem'].includes(
+    ['ProviderError', 'SecretFormatError', 'WriteError', 'TemplateError', 'ValueFormatError'].includes(
       errorClass,
     )
   )

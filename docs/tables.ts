@@ -124,6 +124,9 @@ function providerRows(): ErrorRow[] {
   return errorRows('delivery', (r) => r.errorClass === 'ProviderError').sort((a, b) => rank(a) - rank(b));
 }
 
+/** Errors the init summary and the sidecar's log report with reason `format` (as SecretFormatError). */
+const FORMAT_ERRORS = new Set(['SecretFormatError', 'TemplateError', 'ValueFormatError']);
+
 /** The generated blocks of docs/troubleshooting.md: the error catalogue, grouped by symptom. */
 export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
   'errors-admission': () => problemTable('Annotation', errorRows('admission')),
@@ -145,7 +148,7 @@ export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
       ['Reason', 'Where', 'Problem', 'Fix'],
       errorRows('delivery', (r) => r.errorClass !== 'ProviderError').map((r) => [
         // The words the init summary and the sidecar's log print for these (agent/modes/init.ts).
-        code(r.errorClass === 'SecretFormatError' ? 'format' : 'write'),
+        code(FORMAT_ERRORS.has(r.errorClass) ? 'format' : 'write'),
         whereCell(r.where),
         prose(r.message),
         prose(r.fix),

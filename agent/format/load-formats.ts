@@ -1,7 +1,7 @@
 import type { SecretSpec } from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import type { FormatKit } from './render-files.ts';
-import { FormatProblem } from './structured-formats.ts';
+import { ValueFormatError } from './structured-formats.ts';
 
 /**
  * Loads the code of the formats the configured secrets use, and no other: an agent without
@@ -72,7 +72,7 @@ export async function loadFormats(secrets: readonly SecretSpec[]): Promise<Forma
       }
       return template.renderTemplate(c, { own: valueFor(spec, bytes, 'the value'), secrets: used });
     } catch (e) {
-      if (e instanceof template.TemplateError) throw new FormatProblem(e.problem, e.fix);
+      if (e instanceof template.TemplateError) throw new ValueFormatError(e.problem, e.fix);
       throw e;
     }
   };

@@ -1,9 +1,12 @@
 import type { SecretSpec } from '../contract/env.ts';
 import { ConfigError } from '../contract/errors.ts';
 import { validateRelativePath } from '../contract/path.ts';
+import { sourceKey } from '../contract/reference.ts';
 import { MAX_SECRET_BYTES } from '../providers/provider.ts';
 import {
-  FormatProblem,
+  ValueFormatError,
+  isObject,
+  toDotenvText,
   toJsonText,
   toPropertiesText,
   toShellEnvText,
@@ -34,11 +37,9 @@ export class SecretFormatError extends Error {
   }
 }
 
-const DOTENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
 /**
  * The formats whose code loads only when a secret uses them (agent/format/load-formats.ts): the
- * template engine and the YAML writer. Both throw FormatProblem for a value that does not fit.
+ * template engine and the YAML writer. Both throw ValueFormatError for a value that does not fit.
  */
 export interface FormatKit {
   readonly yaml?: (value: Json) => string;
@@ -48,6 +49,23 @@ export interface FormatKit {
     bytes: Uint8Array,
     valueOf: (name: string) => Uint8Array | undefined,
   ) => string;
+}
+
+/**
+ * renderFiles' `valueOf` over a caller's store of fetched values by source (init's outcomes, the
+ * sidecar's last values): a named secret's value, for templates that read it.
+ */
+export function valuesByName(
+  secrets: readonly SecretSpec[],
+  valueOfSource: (source: string) => Uint8Array | undefined,
+): (name: string) => Uint8Array | undefined {
+  const sources = new Map(
+    secrets.flatMap((s) => (s.name === undefined ? [] : [[s.name, sourceKey(s.ref)] as const])),
+  );
+  return (name) => {
+    const source = sources.get(name);
+    return source === undefined ? undefined : valueOfSource(source);
+  };
 }
 
 const NO_KIT: FormatKit = {};
@@ -66,7 +84,7 @@ export function renderFiles(
   try {
     return renderSecret(spec, bytes, kit, valueOf);
   } catch (e) {
-    if (e instanceof FormatProblem) throw new SecretFormatError(spec.id, e.problem, e.fix);
+    if (e instanceof ValueFormatError) throw new SecretFormatError(spec.id, e.problem, e.fix);
     throw e;
   }
 }
@@ -141,22 +159,8 @@ function renderSecret(
         return entry(spec, path, Buffer.from(typeof v === 'string' ? v : JSON.stringify(v), 'utf8'));
       });
     }
-    case 'dotenv': {
-      if (!isObject(value))
-        return fail(
-          'FORMAT=dotenv needs a JSON object',
-          'store the secret as a JSON object, or use FORMAT=raw',
-        );
-      const lines = Object.entries(value).map(([name, v]) => {
-        if (!DOTENV_NAME.test(name))
-          fail(
-            `key ${JSON.stringify(name)} is not a valid variable name`,
-            'use keys of letters, digits and _ not starting with a digit',
-          );
-        return `${name}=${dotenvQuote(typeof v === 'string' ? v : JSON.stringify(v))}\n`;
-      });
-      return [entry(spec, spec.filename, Buffer.from(lines.join(''), 'utf8'))];
-    }
+    case 'dotenv':
+      return text(toDotenvText(value));
     case 'env':
       return text(toShellEnvText(value));
     case 'json':
@@ -201,17 +205,4 @@ function parseJson(spec: SecretSpec, bytes: Uint8Array): Json {
       'store the secret as a JSON object, or use FORMAT=raw without #key',
     );
   }
-}
-
-function isObject(value: Json): value is { [key: string]: Json } {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * Single quotes are literal in POSIX sh and in the common dotenv parsers; a value containing one is
- * double-quoted with sh's escapes instead.
- */
-function dotenvQuote(value: string): string {
-  if (!value.includes("'")) return `'${value}'`;
-  return `"${value.replace(/[\\"$`]/g, (c) => `\\${c}`)}"`;
 }

@@ -4,13 +4,13 @@ import { quote } from '../contract/errors.ts';
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /** A value that cannot be written in a format: describes its shape, never quotes a value. */
-export class FormatProblem extends Error {
+export class ValueFormatError extends Error {
   readonly problem: string;
   readonly fix: string;
 
   constructor(problem: string, fix: string) {
     super(problem);
-    this.name = 'FormatProblem';
+    this.name = 'ValueFormatError';
     this.problem = problem;
     this.fix = fix;
   }
@@ -36,7 +36,7 @@ export function toPropertiesText(value: Json): string {
         continue;
       }
       if (written.has(key))
-        throw new FormatProblem(
+        throw new ValueFormatError(
           `key ${quote(key)} appears twice once nested objects are flattened with "."`,
           'rename one of the keys, or use FORMAT=json or FORMAT=yaml',
         );
@@ -70,25 +70,44 @@ function escapeProperties(ch: string): string {
 
 const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** What env and dotenv write: the top-level keys as variable names, their values as text. */
+function shellVariables(value: Json, format: 'env' | 'dotenv'): [name: string, text: string][] {
+  return Object.entries(needObject(value, format)).map(([name, child]) => {
+    if (!SHELL_NAME.test(name))
+      throw new ValueFormatError(
+        `key ${quote(name)} is not a valid ${format === 'env' ? 'shell ' : ''}variable name`,
+        'use keys of letters, digits and _ not starting with a digit',
+      );
+    return [name, leafText(child)];
+  });
+}
+
+/**
+ * FORMAT=dotenv: `NAME='value'` lines. Single quotes are literal in POSIX sh and in the common
+ * dotenv parsers; a value holding one is double-quoted with sh's escapes instead.
+ */
+export function toDotenvText(value: Json): string {
+  return shellVariables(value, 'dotenv')
+    .map(([name, text]) => {
+      const quoted = text.includes("'") ? `"${text.replace(/[\\"$`]/g, (c) => `\\${c}`)}"` : `'${text}'`;
+      return `${name}=${quoted}\n`;
+    })
+    .join('');
+}
+
 /** FORMAT=env: `export NAME='value'` lines for `. file` in a POSIX shell. Non-strings as JSON text. */
 export function toShellEnvText(value: Json): string {
-  return Object.entries(needObject(value, 'env'))
-    .map(([name, child]) => {
-      if (!SHELL_NAME.test(name))
-        throw new FormatProblem(
-          `key ${quote(name)} is not a valid shell variable name`,
-          'use keys of letters, digits and _ not starting with a digit',
-        );
-      const text = leafText(child);
+  return shellVariables(value, 'env')
+    .map(([name, text]) => {
       // Shell strings are C strings: the value would end at the NUL without any error.
       if (text.includes('\0'))
-        throw new FormatProblem(
+        throw new ValueFormatError(
           `key ${quote(name)} holds a NUL character, which a shell variable cannot carry`,
           'use FORMAT=json, yaml or properties, or FORMAT=raw with #key',
         );
       // The file is UTF-8, which has no bytes for half a surrogate pair: it would turn into U+FFFD.
       if (!text.isWellFormed())
-        throw new FormatProblem(
+        throw new ValueFormatError(
           `key ${quote(name)} holds a lone UTF-16 surrogate, which a UTF-8 file cannot carry`,
           'use FORMAT=json, yaml or properties, or fix the value',
         );
@@ -102,13 +121,13 @@ function leafText(value: Json): string {
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
-function isObject(value: Json): value is { [key: string]: Json } {
+export function isObject(value: Json): value is { [key: string]: Json } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function needObject(value: Json, format: string): { [key: string]: Json } {
   if (isObject(value)) return value;
-  throw new FormatProblem(
+  throw new ValueFormatError(
     `FORMAT=${format} needs a JSON object, and the value is ${shape(value)}`,
     'store the secret as a JSON object, or use FORMAT=raw',
   );

@@ -2,7 +2,13 @@ import { findFileClash, type AgentConfig } from '../contract/env.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
-import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '../format/render-files.ts';
+import {
+  renderFiles,
+  SecretFormatError,
+  valuesByName,
+  type FileEntry,
+  type FormatKit,
+} from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import { deliveredMessage } from '../notify/open-pod-events.ts';
 import type { PodEventRecorder } from '../notify/pod-events.ts';
@@ -54,14 +60,10 @@ export async function runInit(
       log,
     });
 
-    const named = new Map(
-      config.secrets.flatMap((s) => (s.name === undefined ? [] : [[s.name, s] as const])),
-    );
-    const valueOf = (name: string) => {
-      const spec = named.get(name);
-      const outcome = spec && outcomes.get(sourceKey(spec.ref));
+    const valueOf = valuesByName(config.secrets, (source) => {
+      const outcome = outcomes.get(source);
       return outcome?.ok ? outcome.value.bytes : undefined;
-    };
+    });
     const failures: SecretFailure[] = [];
     const files: FileEntry[] = [];
     const owners: { id: string; path: string; split: boolean }[] = [];

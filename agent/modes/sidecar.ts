@@ -17,7 +17,13 @@ import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
 import { describeFailure, fetchSecrets, ProviderSet, type FailedSecret } from '../fetch/fetch-secrets.ts';
 import { loadFormats } from '../format/load-formats.ts';
-import { renderFiles, SecretFormatError, type FileEntry, type FormatKit } from '../format/render-files.ts';
+import {
+  renderFiles,
+  SecretFormatError,
+  valuesByName,
+  type FileEntry,
+  type FormatKit,
+} from '../format/render-files.ts';
 import type { Logger } from '../log.ts';
 import type { Notifier, NotifierDeps, RotationEvent } from '../notify/notifier.ts';
 import { kubernetesApiUrl } from '../notify/kubernetes-api-url.ts';
@@ -330,13 +336,7 @@ export class Sidecar {
 
     // Every secret must have a value before any is rendered: a template may read any of them.
     if (this.#config.secrets.some((spec) => !candidate.has(sourceKey(spec.ref)))) return false;
-    const named = new Map(
-      this.#config.secrets.flatMap((s) => (s.name === undefined ? [] : [[s.name, s] as const])),
-    );
-    const valueOf = (name: string) => {
-      const spec = named.get(name);
-      return spec && candidate.get(sourceKey(spec.ref))?.bytes;
-    };
+    const valueOf = valuesByName(this.#config.secrets, (source) => candidate.get(source)?.bytes);
     const files: FileEntry[] = [];
     const owners: { id: string; path: string; split: boolean }[] = [];
     const rendered = new Map<string, readonly FileEntry[]>();

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { parse } from 'yaml';
 import {
-  FormatProblem,
+  ValueFormatError,
   toJsonText,
   toPropertiesText,
   toShellEnvText,
@@ -126,7 +126,7 @@ const withoutNegativeZero = (value: Json): Json => JSON.parse(JSON.stringify(val
 
 function assertProblem(fn: () => unknown, problem: RegExp): void {
   assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof FormatProblem, `expected a FormatProblem, got ${String(e)}`);
+    assert.ok(e instanceof ValueFormatError, `expected a ValueFormatError, got ${String(e)}`);
     assert.match(e.problem, problem);
     assert.equal(e.message, e.problem);
     assert.ok(e.fix.length > 0);
@@ -352,7 +352,7 @@ describe('toPropertiesText', () => {
     fc.assert(
       fc.property(fc.dictionary(awkwardText, awkwardJson, { maxKeys: 5 }), (value) => {
         const expected = flattened(value);
-        if (expected === undefined) assert.throws(() => toPropertiesText(value), FormatProblem);
+        if (expected === undefined) assert.throws(() => toPropertiesText(value), ValueFormatError);
         else assert.deepEqual(loadProperties(toPropertiesText(value)), expected);
       }),
       { numRuns: 300 },
