@@ -2,7 +2,7 @@ import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from './contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from './contract/reference.ts';
 import { VAULT_ENV } from './providers/vault/config.ts';
 
-/** What each exit code means: `--help` prints it, and agent/main.ts returns exactly these. */
+/** What each exit code means: `--help` prints it, and agent/run-agent.ts returns exactly these. */
 export const EXIT_CODES: readonly { code: number; meaning: string }[] = [
   { code: 0, meaning: 'every secret written (init), or a clean stop on SIGTERM (sidecar)' },
   {

@@ -73,7 +73,7 @@ function errorRows(symptom: Symptom, filter: (row: ErrorRow) => boolean = () => 
     .filter((r) => errorSymptom(r) === symptom && filter(r));
 }
 
-/** Only run-time text, e.g. `‹message›` (agent/main.ts logs a ConfigError's message): nothing to look up. */
+/** Only run-time text, e.g. `‹message›` (agent/run-agent.ts logs a ConfigError's message): nothing to look up. */
 const PLACEHOLDER_ONLY = /^‹[^›]*›$/;
 
 function logTable(symptom: Symptom): string {

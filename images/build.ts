@@ -4,14 +4,18 @@
  */
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { builtinModules, createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
 
 /**
  * `import … from 'node:http'` in ESM builds a facade of every export, which runs the builtin's lazy
  * getters: for http that loads Node's internal undici (~25 ms of start-up), for crypto webcrypto, for
- * fs its promises API. Routing builtin imports through require() keeps those lazy, as they are
- * for CommonJS.
+ * fs its promises API. So every builtin import goes through a shim whose exports are getters: the
+ * builtin is required on first use of one of them, not when the importing module is evaluated. That
+ * also keeps builtins a start-up snapshot cannot hold (http's parser) out of the agent's snapshot
+ * until a pod's run uses them. The names are this Node's exports (the images build with their own).
  */
 const lazyBuiltins: Plugin = {
   name: 'lazy-builtins',
@@ -20,14 +24,30 @@ const lazyBuiltins: Plugin = {
     b.onResolve({ filter: /^(node:)?[a-z_/0-9]+$/ }, (args) => {
       const name = args.path.replace(/^node:/, '');
       if (!builtins.has(name) || args.namespace === 'lazy-builtin') return undefined;
-      if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined;
+      // A CommonJS require() is shimmed too in the snapshot's build, but not of a builtin that is
+      // itself a function (events, stream, assert): code extends or calls what it returns.
+      const shimmed =
+        args.kind === 'import-statement' ||
+        args.kind === 'dynamic-import' ||
+        (b.initialOptions.format === 'cjs' &&
+          args.kind === 'require-call' &&
+          typeof require(`node:${name}`) !== 'function');
+      if (!shimmed) return undefined;
       return { path: name, namespace: 'lazy-builtin' };
     });
     // A CommonJS shim: esbuild then reads named imports as properties where they are used.
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(`node:${args.path}`)});`,
-      loader: 'js',
-    }));
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
+      const id = JSON.stringify(`node:${args.path}`);
+      const names = JSON.stringify(Object.keys(require(`node:${args.path}`) as object));
+      return {
+        contents: [
+          `let m; const load = () => (m ??= require(${id}));`,
+          `for (const k of ${names})`,
+          '  Object.defineProperty(exports, k, { get: () => load()[k], set: (v) => { load()[k] = v; }, enumerable: true });',
+        ].join('\n'),
+        loader: 'js',
+      };
+    });
   },
 };
 
@@ -98,6 +118,18 @@ if (only !== 'webhook') {
     chunkNames: 'agent-chunks/[name]-[hash]',
   });
   writeFileSync('dist/agent.meta.json', JSON.stringify(agent.metafile));
+  // The start-up snapshot's script (agent/snapshot.ts): one CommonJS file, as `node --build-snapshot`
+  // takes no modules but builtins. images/build-snapshot.ts turns it into dist/agent.blob.
+  rmSync('dist/agent-snapshot.cjs', { force: true });
+  const snapshot = await build({
+    ...common,
+    banner: {},
+    format: 'cjs',
+    entryPoints: { 'agent-snapshot': 'agent/snapshot.ts' },
+    outdir: 'dist',
+    outExtension: { '.js': '.cjs' },
+  });
+  writeFileSync('dist/agent-snapshot.meta.json', JSON.stringify(snapshot.metafile));
 }
 
 if (only !== 'agent' && existsSync('webhook/main.ts')) {

@@ -106,8 +106,8 @@ describe('docs/troubleshooting.md', () => {
       assert.match(rules, new RegExp(`alert: ${name}\\b`), `${name} is not an alert`);
   });
 
-  it('states the exit codes agent/main.ts and the webhook server (webhook/cli/serve.ts) use', () => {
-    const agent = readFileSync(join(root, 'agent/main.ts'), 'utf8');
+  it('states the exit codes agent/run-agent.ts and the webhook server (webhook/cli/serve.ts) use', () => {
+    const agent = readFileSync(join(root, 'agent/run-agent.ts'), 'utf8');
     const webhook = readFileSync(join(root, 'webhook/cli/serve.ts'), 'utf8');
     for (const code of ['return 1;', 'return 2;', 'process.exit(70)']) assert.ok(agent.includes(code), code);
     for (const code of ['process.exit(2)', 'process.exit(70)']) assert.ok(webhook.includes(code), code);

@@ -667,7 +667,7 @@ export function checkUpgradeFacts(md: string): void {
     'AGENT_IMAGE is set in the base',
   );
   for (const [main, binary] of [
-    ['agent/main.ts', 'agent'],
+    ['agent/run-agent.ts', 'agent'],
     ['webhook/main.ts', 'webhook'],
   ] as const) {
     const prefix = /process\.stdout\.write\(`([\w-]+) \$\{packageJson\.version\}/.exec(read(main))?.[1];

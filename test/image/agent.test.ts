@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { canary } from '../support/canary.ts';
 import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
 import { eventually, runAgent } from '../support/run-agent.ts';
+import { SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
 import { builtImages, emptyDirOnTmpfs, runContainer, startContainer, type ContainerSpec } from './podman.ts';
 
 /** The image's user (distroless `nonroot`), and a pod's own runAsUser the webhook passes on. */
@@ -64,13 +65,33 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
     });
 
   it('--version, which the webhook Deployment’s agent-image init container runs: the version, no env or volume needed', async () => {
-    const run = await runContainer({ image, entrypoint: ['/nodejs/bin/node', '/app/agent.js', '--version'] });
+    // As deploy/base does: args after the image's entrypoint, which runs the start-up snapshot.
+    const run = await runContainer({ image, args: ['--version'] });
     assert.equal(run.code, 0, run.stderr);
     assert.equal(run.stdout, `secret-agent ${builtImages().manifest.version}\n`);
     assert.equal(run.stderr, '');
   });
 
+  describe('start-up snapshot (the entrypoint: node --snapshot-blob /app/agent.blob --) and its fallback', () => {
+    it('the plain bundle, `node /app/agent.js`, fetches the same secret', async () => {
+      using volume = emptyDirOnTmpfs();
+      const run = await runContainer(agent(volume.path, {}, { entrypoint: SIDECAR_COMMAND }));
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(readFileSync(join(volume.path, 'db-password'), 'utf8'), value);
+    });
+
+    it('a run from the snapshot draws fresh randomness: no crypto pool was frozen into it', async () => {
+      const draws = await Promise.all([1, 2].map(() => runContainer({ image, args: ['--check-snapshot'] })));
+      for (const d of draws) assert.match(d.stdout, /^[0-9a-f-]{36} \d+\n$/, d.stderr);
+      const [a, b] = draws.map((d) => d.stdout.trim().split(' '));
+      assert.notEqual(a![0], b![0], 'crypto.randomUUID');
+      assert.notEqual(a![1], b![1], 'crypto.randomInt');
+    });
+  });
+
+  // The plain bundle's: what a sidecar runs (the webhook's SIDECAR_COMMAND); the entrypoint's snapshot needs none.
   describe('V8 compile cache (NODE_COMPILE_CACHE=/app/compile-cache, keyed by uid)', () => {
+    const plain = { entrypoint: SIDECAR_COMMAND };
     // NODE_DEBUG_NATIVE=COMPILE_CACHE makes Node say, per module, whether the cache was used.
     const accepted = /V8 code cache for ESM file:\/\/\/app\/agent-chunks\/\S+ was accepted/;
 
@@ -92,7 +113,7 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
       it(`a pod running the agent as ${uid} uses it`, async () => {
         using volume = emptyDirOnTmpfs();
         const run = await runContainer(
-          agent(volume.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: uid }),
+          agent(volume.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: uid, ...plain }),
         );
         assert.equal(run.code, 0, run.stderr);
         assert.match(run.stderr, accepted);
@@ -101,12 +122,12 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
 
     it('another uid (4242) runs just as well without it, and prints nothing about it', async () => {
       using volume = emptyDirOnTmpfs();
-      const quiet = await runContainer(agent(volume.path, {}, { user: 4242 }));
+      const quiet = await runContainer(agent(volume.path, {}, { user: 4242, ...plain }));
       assert.equal(quiet.code, 0, quiet.stderr);
       assert.equal(quiet.stderr, '');
       using second = emptyDirOnTmpfs();
       const debug = await runContainer(
-        agent(second.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: 4242 }),
+        agent(second.path, { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' }, { user: 4242, ...plain }),
       );
       assert.equal(debug.code, 0, debug.stderr);
       assert.doesNotMatch(debug.stderr, accepted);

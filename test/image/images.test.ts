@@ -33,7 +33,8 @@ const fs = require('node:fs'), crypto = require('node:crypto');
 const out = {};
 for (const f of fs.readdirSync(${JSON.stringify(dir)}, { recursive: true })) {
   const p = ${JSON.stringify(dir)} + '/' + f;
-  if (f.startsWith('compile-cache/')) continue;
+  // Built in the image by its own Node, as the snapshot is (from dist/agent-snapshot.cjs): not on the host.
+  if (f.startsWith('compile-cache/') || f === 'agent.blob') continue;
   if (fs.statSync(p).isFile()) out[f] = crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
 }
 console.log(JSON.stringify(out));`;
@@ -87,7 +88,13 @@ describe('npm run images: the images and what a release job publishes', () => {
       const image = manifest.images[name];
       const c = config(image.ref);
       assert.equal(c.User, '65532:65532');
-      assert.deepEqual(c.Entrypoint, ['/nodejs/bin/node', `/app/${name}.js`]);
+      // The agent starts from its V8 start-up snapshot (test/image/agent.test.ts runs both ways).
+      assert.deepEqual(
+        c.Entrypoint,
+        name === 'agent'
+          ? ['/nodejs/bin/node', '--snapshot-blob', '/app/agent.blob', '--']
+          : ['/nodejs/bin/node', `/app/${name}.js`],
+      );
       assert.equal(c.WorkingDir, '/app');
       // The build stage trusts this machine's CAs for npm; nothing of it reaches the image.
       assert.ok(!c.Env.some((e) => e.startsWith('NODE_EXTRA_CA_CERTS=')), c.Env.join(' '));
@@ -103,11 +110,11 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE and the compile cache', async () => {
+  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache and the start-up snapshot', async () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
-        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
+        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent\.blob|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
     const layers = (ref: string) =>

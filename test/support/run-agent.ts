@@ -21,10 +21,10 @@ export interface AgentRun {
  */
 export function runAgent(
   env: Record<string, string>,
-  options: { uid?: number; gid?: number; timeoutMs?: number } = {},
+  options: { uid?: number; gid?: number; timeoutMs?: number; argv?: readonly string[] } = {},
 ): Promise<AgentRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [AGENT_JS], {
+    const child = spawn(process.execPath, options.argv ?? [AGENT_JS], {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid ?? options.uid } : {}),
@@ -72,9 +72,15 @@ export interface RunningAgent {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts the built agent in the background (sidecar mode), as the image would. */
-export function startAgent(env: Record<string, string>, options: { uid?: number } = {}): RunningAgent {
-  const child = spawn(process.execPath, [AGENT_JS], {
+/**
+ * Starts the built agent in the background (sidecar mode), as the image would. `argv`: Node's
+ * arguments instead of the plain bundle's path (the start-up snapshot's, in test/agent/snapshot.test.ts).
+ */
+export function startAgent(
+  env: Record<string, string>,
+  options: { uid?: number; argv?: readonly string[] } = {},
+): RunningAgent {
+  const child = spawn(process.execPath, options.argv ?? [AGENT_JS], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),

@@ -85,6 +85,8 @@ describe('exact patches', () => {
             volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
             resources: RESOURCES,
             securityContext: AGENT_SECURITY,
+            // A long-running agent runs the plain bundle, not the image's start-up snapshot.
+            command: ['/nodejs/bin/node', '/app/agent.js'],
             restartPolicy: 'Always',
             ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             startupProbe: {
@@ -191,6 +193,7 @@ describe('exact patches', () => {
         value: {
           name: 'secret-agent',
           ...common,
+          command: ['/nodejs/bin/node', '/app/agent.js'],
           env: agentEnv('sidecar'),
           ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {

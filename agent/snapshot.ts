@@ -1,0 +1,132 @@
+/**
+ * The entry point of the V8 start-up snapshot the agent image runs (`node --snapshot-blob`): built
+ * once in the image with the image's own Node (images/build-snapshot.ts), it holds the agent's code
+ * already evaluated and the AWS SDK's request path already compiled, so a pod skips most of what a
+ * cold start costs. dist/agent.js, the plain bundle, stays the fallback (`node /app/agent.js`).
+ *
+ * What runs here runs once, at build time, and its state is frozen into every pod. So nothing here may
+ * read the pod's environment, the clock or the network, and nothing may draw from a random pool
+ * (crypto.randomUUID and randomInt cache random bytes: a snapshot would replay them in every pod). Node refreshes process.env and argv on start.
+ */
+import './require-node-version.ts';
+import crypto from 'node:crypto';
+import { startupSnapshot } from 'node:v8';
+import { runAgent } from './run-agent.ts';
+
+/**
+ * What the snapshot evaluates ahead: the code of an init container's run with each backend. Not the
+ * GCP client (gRPC's http2 session state cannot be in a snapshot) nor undici (the notifiers, Kubernetes
+ * events and the sidecar that loads them; its http parser cannot either): their code is in the
+ * snapshot as source, evaluated when a pod uses them, as in the plain bundle.
+ */
+async function evaluateModules(): Promise<void> {
+  await Promise.all([
+    import('./providers/aws.ts'),
+    import('./providers/file.ts'),
+    import('./providers/vault.ts'),
+    import('./contract/config-file.ts'),
+  ]);
+}
+
+/**
+ * Runs GetSecretValue and BatchGetSecretValue through the SDK against canned answers, so the SDK's
+ * middleware, signing and (de)serialisation are compiled into the snapshot. Credentials and config
+ * come from env set here only, naming files that do not exist: the SDK caches what it reads by path,
+ * and no path used here can be one a pod uses.
+ */
+async function warmAwsSdk(): Promise<void> {
+  const warmEnv: Record<string, string> = {
+    AWS_ACCESS_KEY_ID: 'snapshot-warm-up',
+    AWS_SECRET_ACCESS_KEY: 'snapshot-warm-up',
+    AWS_CONFIG_FILE: '/nonexistent/secret-agent-snapshot/config',
+    AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/secret-agent-snapshot/credentials',
+    AWS_EC2_METADATA_DISABLED: 'true',
+  };
+  const saved = new Map(Object.keys(warmEnv).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, warmEnv);
+  try {
+    const { SecretsManagerClient, GetSecretValueCommand, BatchGetSecretValueCommand } =
+      await import('@aws-sdk/client-secrets-manager');
+    const arn = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:warm-up-AbCdEf';
+    const answers: Record<string, unknown> = {
+      'secretsmanager.GetSecretValue': {
+        ARN: arn,
+        Name: 'warm-up',
+        SecretString: '{}',
+        VersionId: 'v'.repeat(32),
+      },
+      'secretsmanager.BatchGetSecretValue': {
+        SecretValues: [{ ARN: arn, Name: 'warm-up', SecretBinary: 'AAAA', VersionId: 'v'.repeat(32) }],
+        Errors: [],
+      },
+    };
+    const client = new SecretsManagerClient({
+      region: 'us-east-1',
+      endpoint: 'https://secret-agent-snapshot.invalid',
+      maxAttempts: 1,
+      requestHandler: {
+        handle: async (request: { headers: Record<string, string> }) => ({
+          response: {
+            statusCode: 200,
+            headers: { 'content-type': 'application/x-amz-json-1.1' },
+            body: new TextEncoder().encode(JSON.stringify(answers[request.headers['x-amz-target'] ?? ''])),
+          },
+        }),
+      },
+    });
+    for (let i = 0; i < 3; i++) {
+      await client.send(new GetSecretValueCommand({ SecretId: 'warm-up' }));
+      await client.send(new BatchGetSecretValueCommand({ SecretIdList: ['warm-up'] }));
+    }
+    client.destroy();
+  } finally {
+    for (const [k, v] of saved) {
+      if (v === undefined) Reflect.deleteProperty(process.env, k);
+      else process.env[k] = v;
+    }
+  }
+}
+
+/**
+ * The SDK draws an invocation id per request from crypto.randomUUID, whose pool a snapshot would
+ * freeze (see the top of this file): while building, the global one hands out fixed ids instead.
+ */
+function substituteRandomUUID(): () => void {
+  const web = globalThis.crypto as { randomUUID: () => string };
+  const original = Object.getOwnPropertyDescriptor(web, 'randomUUID');
+  web.randomUUID = () => '00000000-0000-4000-8000-000000000000';
+  return () => {
+    if (original) Object.defineProperty(web, 'randomUUID', original);
+    else delete (web as Partial<typeof web>).randomUUID;
+  };
+}
+
+/**
+ * `--check-snapshot`: prints draws from crypto's pooled randomness. images/build-snapshot.ts runs the
+ * new snapshot twice and refuses it if the two runs print the same: a pool was frozen into it.
+ */
+function printRandomDraws(): void {
+  process.stdout.write(`${crypto.randomUUID()} ${crypto.randomInt(2 ** 47)}\n`);
+}
+
+if (startupSnapshot.isBuildingSnapshot()) {
+  const restore = substituteRandomUUID();
+  // Started from a snapshot, process.argv has no script: the arguments follow the Node binary.
+  startupSnapshot.setDeserializeMainFunction(() => {
+    const args = process.argv.slice(1);
+    if (args[0] === '--check-snapshot') printRandomDraws();
+    else runAgent(args);
+  });
+  evaluateModules()
+    .then(warmAwsSdk)
+    .then(restore, (e: unknown) => {
+      // A snapshot that failed to warm up must not be written: the image build stops here.
+      process.stderr.write(
+        `secret-agent: building the start-up snapshot failed: ${String((e as Error)?.stack ?? e)}\n`,
+      );
+      process.exit(1);
+    });
+} else {
+  // Run as a plain script (`node agent-snapshot.cjs`): the same agent, without the snapshot.
+  runAgent(process.argv.slice(2));
+}

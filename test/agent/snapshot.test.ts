@@ -1,0 +1,186 @@
+/**
+ * The agent's V8 start-up snapshot (agent/snapshot.ts, built by images/build-snapshot.ts), built here
+ * with this Node from dist/agent-snapshot.cjs, against the plain bundle: the same files from every
+ * backend, the same errors, a sidecar that follows a rotation. test/image/agent.test.ts runs the
+ * image's own snapshot (its entrypoint).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startGcpSecretManagerFake, type GcpSecretManagerFake } from '../fakes/gcp-secret-manager.ts';
+import { FakeVault } from '../fakes/vault.ts';
+import { canary } from '../support/canary.ts';
+import { MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
+import {
+  AGENT_JS,
+  eventually,
+  memoryDir,
+  ROOT,
+  runAgent,
+  startAgent,
+  type AgentRun,
+} from '../support/run-agent.ts';
+
+const BUILD_SNAPSHOT = join(ROOT, 'images/build-snapshot.ts');
+const SCRIPT = join(ROOT, 'dist/agent-snapshot.cjs');
+
+describe('the start-up snapshot against the plain bundle', () => {
+  let work: string;
+  let blob: string;
+  let moto: Moto;
+  let secrets: MotoSecrets;
+  let gcp: GcpSecretManagerFake;
+  let vault: FakeVault;
+  let env: Record<string, string>;
+  const values = { aws: canary('aws'), gcp: canary('gcp'), vault: canary('vault'), file: canary('file') };
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-'));
+    blob = join(work, 'agent.blob');
+    const build = spawnSync(process.execPath, [BUILD_SNAPSHOT, SCRIPT, blob], { encoding: 'utf8' });
+    assert.equal(build.status, 0, build.stderr);
+    moto = await startMoto();
+    secrets = motoSecrets(moto.endpoint);
+    await secrets.put('snap/db', JSON.stringify({ password: values.aws }));
+    gcp = await startGcpSecretManagerFake();
+    gcp.addVersion('snap-project', 'api-key', values.gcp);
+    vault = await FakeVault.start();
+    vault.mountKv('secret', 2);
+    vault.putKv('secret/snap', { token: values.vault });
+    vault.policy('snap', { 'secret/data/snap': ['read'] });
+    writeFileSync(join(work, 'local'), values.file);
+    env = {
+      ...MOTO_ENV,
+      HOME: work,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+      GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
+      GCE_METADATA_HOST: '127.0.0.1:9',
+      GCE_METADATA_IP: '127.0.0.1:9',
+      GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+      VAULT_ADDR: vault.addr,
+      VAULT_TOKEN: vault.createToken({ policies: ['snap'], ttlSec: 3600 }),
+      SECRET_0_REF: 'aws:snap/db#password',
+      SECRET_0_FILENAME: 'aws',
+      SECRET_1_REF: 'projects/snap-project/secrets/api-key',
+      SECRET_1_FILENAME: 'gcp',
+      SECRET_2_REF: 'vault:secret/data/snap#token',
+      SECRET_2_FILENAME: 'vault',
+      SECRET_3_REF: `file:${join(work, 'local')}`,
+      SECRET_3_FILENAME: 'file',
+    };
+  });
+  after(async () => {
+    secrets?.destroy();
+    await moto?.stop();
+    await gcp?.stop();
+    await vault?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  const fromSnapshot = () => ['--snapshot-blob', blob, '--'];
+  const both = async (
+    runEnv: Record<string, string>,
+    args: string[] = [],
+  ): Promise<{ plain: AgentRun; snapshot: AgentRun }> => ({
+    plain: await runAgent(runEnv, { argv: [AGENT_JS, ...args] }),
+    snapshot: await runAgent(runEnv, { argv: [...fromSnapshot(), ...args] }),
+  });
+
+  it('init: writes the same files from AWS, GCP, Vault and a file, and logs the same lines', async () => {
+    using plainDir = memoryDir();
+    using snapshotDir = memoryDir();
+    const plain = await runAgent({ ...env, SECRETS_DIR: plainDir.path }, { argv: [AGENT_JS] });
+    const snapshot = await runAgent({ ...env, SECRETS_DIR: snapshotDir.path }, { argv: fromSnapshot() });
+    assert.equal(snapshot.code, 0, snapshot.stderr);
+    assert.equal(plain.code, 0, plain.stderr);
+    for (const [file, value] of Object.entries(values)) {
+      assert.equal(readFileSync(join(snapshotDir.path, file), 'utf8'), value, file);
+      assert.equal(readFileSync(join(plainDir.path, file), 'utf8'), value, file);
+    }
+    const shape = (run: AgentRun) =>
+      run.logs.map((l) => `${String(l.level)} ${String(l.msg)} ${String(l.ref ?? '')}`);
+    assert.deepEqual(shape(snapshot).sort(), shape(plain).sort());
+    const visible = (path: string) =>
+      readdirSync(path)
+        .filter((f) => !f.startsWith('..data_'))
+        .sort();
+    assert.deepEqual(visible(snapshotDir.path), visible(plainDir.path));
+  });
+
+  it('the environment is the pod’s, read at start, not the build’s: a bad setting fails the same way', async () => {
+    using dir = memoryDir();
+    const { plain, snapshot } = await both({ ...env, SECRETS_DIR: dir.path, REFRESH_INTERVAL: 'soon' });
+    assert.equal(snapshot.code, 2);
+    assert.equal(snapshot.stderr, plain.stderr);
+    assert.match(snapshot.stderr, /REFRESH_INTERVAL/);
+  });
+
+  it('takes the same arguments: --version and --help print the same, an unknown one exits 2', () => {
+    const run = (argv: string[]) => spawnSync(process.execPath, argv, { encoding: 'utf8', env: {} });
+    for (const args of [['--version'], ['--help'], ['--verbose']]) {
+      const plain = run([AGENT_JS, ...args]);
+      const snapshot = run([...fromSnapshot(), ...args]);
+      assert.equal(snapshot.status, args[0] === '--verbose' ? 2 : 0, snapshot.stderr);
+      assert.equal(snapshot.status, plain.status);
+      assert.equal(snapshot.stderr, plain.stderr);
+      if (args[0] !== '--verbose') assert.equal(snapshot.stdout, plain.stdout);
+    }
+  });
+
+  it('sidecar: starts, then follows a rotation in AWS and stops cleanly on SIGTERM', async () => {
+    using dir = memoryDir();
+    const rotated = canary('aws-rotated');
+    const agent = startAgent(
+      {
+        ...env,
+        SECRETS_DIR: dir.path,
+        AGENT_MODE: 'sidecar',
+        REFRESH_INTERVAL: '1s',
+        AGENT_HTTP_ADDR: '127.0.0.1:0',
+      },
+      { argv: fromSnapshot() },
+    );
+    try {
+      await agent.waitForLog((l) => l.msg === 'secrets written');
+      await secrets.put('snap/db', JSON.stringify({ password: rotated }));
+      await eventually(
+        () => (readFileSync(join(dir.path, 'aws'), 'utf8') === rotated ? true : undefined),
+        'the rotated value in the volume',
+      );
+    } finally {
+      const stopped = await agent.stop();
+      await secrets.put('snap/db', JSON.stringify({ password: values.aws }));
+      assert.equal(stopped.code, 0, agent.output().stderr);
+    }
+  });
+});
+
+describe('images/build-snapshot.ts refuses a snapshot that froze a random pool', () => {
+  it('exits 1 and leaves no blob when two runs draw the same', () => {
+    const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-bad-'));
+    try {
+      // A builder that fills randomUUID's pool while building, then answers as the agent would.
+      const script = join(work, 'bad.cjs');
+      writeFileSync(
+        script,
+        `const v8 = require('node:v8'); const crypto = require('node:crypto');
+         crypto.randomUUID();
+         v8.startupSnapshot.setDeserializeMainFunction(() => {
+           const arg = process.argv[1];
+           if (arg === '--version') console.log('secret-agent 0.0.0');
+           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47));
+         });`,
+      );
+      const blob = join(work, 'bad.blob');
+      const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, blob], { encoding: 'utf8' });
+      assert.equal(run.status, 1);
+      assert.match(run.stderr, /drew the same from crypto\.randomUUID/);
+      assert.deepEqual(readdirSync(work).sort(), ['bad.cjs']);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
