@@ -1,5 +1,6 @@
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from './contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from './contract/reference.ts';
+import { EXEC_SETTINGS } from './providers/exec/config.ts';
 import { VAULT_ENV } from './providers/vault/config.ts';
 
 /** What each exit code means: `--help` prints it, and agent/run-agent.ts returns exactly these. */
@@ -65,7 +66,7 @@ export function helpText(version: string): string {
   const references = REFERENCE_FORMS.map((f) => ({ name: f.form, doc: f.meaning }));
   return [
     wrap(
-      `secret-agent ${version}: fetches secrets from AWS Secrets Manager, GCP Secret Manager and HashiCorp Vault into files on a memory volume, written atomically, and keeps them fresh. Configured by env only.`,
+      `secret-agent ${version}: fetches secrets from AWS Secrets Manager, GCP Secret Manager, HashiCorp Vault and helper programs for any other backend into files on a memory volume, written atomically, and keeps them fresh. Configured by env only.`,
       '',
     ),
     '',
@@ -92,6 +93,9 @@ export function helpText(version: string): string {
     '',
     'Vault:',
     entries(VAULT_ENV),
+    '',
+    'Helper programs (exec:):',
+    entries(Object.entries(EXEC_SETTINGS).map(([name, s]) => ({ name, default: s.default, doc: s.doc }))),
     '',
     'A misspelt variable (one close to these names) is an error, not ignored. More: README.md.',
     '',

@@ -7,6 +7,8 @@ import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
+import { HELPER_ENV } from '../agent/providers/exec.ts';
+import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
@@ -204,6 +206,15 @@ export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
     ),
 };
 
+/** The generated blocks of docs/exec-helpers.md: the helper protocol's environment. */
+export const EXEC_HELPER_TABLES: Record<string, () => string> = {
+  'exec-helper-env': () =>
+    table(
+      ['Variable', 'Meaning'],
+      HELPER_ENV.map((v) => [code(v.name), v.doc]),
+    ),
+};
+
 export const README_TABLES: Record<string, () => string> = {
   'agent-env': () =>
     table(
@@ -232,6 +243,11 @@ export const README_TABLES: Record<string, () => string> = {
     table(
       ['Variable', 'Default', 'Meaning'],
       VAULT_ENV.map((v) => [code(v.name), v.default === '' ? '' : code(v.default), v.doc]),
+    ),
+  'exec-env': () =>
+    table(
+      ['Variable', 'Default', 'Meaning'],
+      Object.entries(EXEC_SETTINGS).map(([name, s]) => [code(name), defaultCell(s.default), s.doc]),
     ),
   'agent-metrics': () =>
     table(
@@ -269,6 +285,7 @@ export const README_TABLES: Record<string, () => string> = {
       REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
     )}\n\n${KEY_SUFFIX_DOC}`,
   ...TROUBLESHOOTING_TABLES,
+  ...EXEC_HELPER_TABLES,
 };
 
 function metricsTable(registry: Registry): string {
@@ -289,7 +306,12 @@ function metricsTable(registry: Registry): string {
 const BLOCK = /<!-- generated:([a-z-]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g;
 
 /** The documents whose generated blocks `npm run docs` keeps equal to the code. */
-export const GENERATED_DOCS = ['README.md', 'docs/webhook.md', 'docs/troubleshooting.md'] as const;
+export const GENERATED_DOCS = [
+  'README.md',
+  'docs/webhook.md',
+  'docs/troubleshooting.md',
+  'docs/exec-helpers.md',
+] as const;
 
 /** A document with every generated block re-rendered. */
 export function renderGenerated(text: string): string {

@@ -2,18 +2,28 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
-import { GENERATED_DOCS, README_TABLES, renderGenerated, TROUBLESHOOTING_TABLES } from '../docs/tables.ts';
+import {
+  EXEC_HELPER_TABLES,
+  GENERATED_DOCS,
+  README_TABLES,
+  renderGenerated,
+  TROUBLESHOOTING_TABLES,
+} from '../docs/tables.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const troubleshooting = readFileSync(new URL('../docs/troubleshooting.md', import.meta.url), 'utf8');
+const execHelpers = readFileSync(new URL('../docs/exec-helpers.md', import.meta.url), 'utf8');
 
 describe('README', () => {
   it('has every generated reference table, equal to what the code declares (run `npm run docs` to fix)', () => {
     for (const name of Object.keys(README_TABLES)) {
-      // The error catalogue's tables live in the troubleshooting guide, every other table in the README.
+      // The error catalogue's tables live in the troubleshooting guide, the helper protocol's in its page,
+      // every other table in the README.
       const [doc, text] = Object.hasOwn(TROUBLESHOOTING_TABLES, name)
         ? ['docs/troubleshooting.md', troubleshooting]
-        : ['README.md', readme];
+        : Object.hasOwn(EXEC_HELPER_TABLES, name)
+          ? ['docs/exec-helpers.md', execHelpers]
+          : ['README.md', readme];
       assert.match(text, new RegExp(`<!-- generated:${name} -->`), `${doc} is missing block ${name}`);
     }
     for (const doc of GENERATED_DOCS) {

@@ -1,3 +1,4 @@
+import { EXEC_SETTINGS } from '../providers/exec/config.ts';
 import { VAULT_ENV } from '../providers/vault/config.ts';
 import { closestName, findMisspelledNames } from './env-names.ts';
 import { ConfigError, ConfigErrors, quote, valueShape } from './errors.ts';
@@ -6,6 +7,7 @@ import { parseReference, type SecretReference } from './reference.ts';
 import {
   absolutePath,
   boolean,
+  count,
   duration,
   nonEmpty,
   oneOf,
@@ -161,20 +163,6 @@ function secretName(text: string, field: string): string {
       'use up to 63 letters, digits, ".", "_" and "-", starting and ending with a letter or digit',
     );
   return text;
-}
-
-/** A whole number in [min, max]. */
-function count(min: number, max: number) {
-  return (text: string, field: string): number => {
-    const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
-    if (!(n >= min && n <= max))
-      throw new ConfigError(
-        field,
-        `${quote(text)} is not a whole number from ${min} to ${max}`,
-        `write a number such as ${min + 2}`,
-      );
-    return n;
-  };
 }
 
 /** The bits a secret file may have: owner read and write, group and others read. */
@@ -362,7 +350,7 @@ export const AGENT_SETTINGS = {
   }),
   SERVICE_ACCOUNT_DIR: setting({
     default: '/var/run/secrets/kubernetes.io/serviceaccount',
-    doc: 'Sidecar, with RESTART_ON_CHANGE: where the pod’s service-account token and ca.crt are mounted.',
+    doc: 'Where the pod’s service-account token and ca.crt are mounted: for RESTART_ON_CHANGE and KUBERNETES_EVENTS, and passed to exec: helpers as the pod’s identity.',
     parse: absolutePath,
   }),
   SECRET_ARN: setting({
@@ -461,6 +449,7 @@ export const KNOWN_ENV: readonly string[] = [
   ...Object.keys(AGENT_SETTINGS),
   ...CLIENT_ENV.map((v) => v.name),
   ...VAULT_ENV.map((v) => v.name),
+  ...Object.keys(EXEC_SETTINGS),
 ];
 
 /** `SECRET_<N>_<NAME>`, the per-secret env names. */

@@ -1,12 +1,14 @@
+import { parseExecSettings, resolveHelper, type ExecSettings } from '../providers/exec/config.ts';
 import { parseVaultSettings } from '../providers/vault/config.ts';
 import { ProviderError } from '../providers/provider.ts';
 import type { AgentConfig, Env } from './env.ts';
-import { ConfigError } from './errors.ts';
+import { ConfigError, ConfigErrors } from './errors.ts';
+import type { SecretReference } from './reference.ts';
 
 /**
  * What the backends need from the agent's env, checked after parseAgentConfig and before any
  * provider is loaded or called: a region for `aws:NAME`, a project for `gcp:SECRET`, a Vault address
- * and usable Vault settings. Without this the first fetch would find the same gap, retry nothing, and exit 1 as if a
+ * and usable Vault settings, the exec settings and every helper an `exec:` reference names. Without this the first fetch would find the same gap, retry nothing, and exit 1 as if a
  * backend had failed. It reads the same variables the providers read, the same way.
  *
  * Not part of parseAgentConfig on purpose: the webhook parses the env it renders with that, and
@@ -65,6 +67,37 @@ export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError
       const m = /^([A-Z][A-Z0-9_]*): ([^]*)$/.exec(e.message);
       const [field, problem] = m ? [m[1]!, m[2]!] : ['VAULT_ADDR', e.message];
       errors.push(new ConfigError(field, problem, e.fix));
+    }
+  }
+  errors.push(...checkExecHelpers(refs, env));
+  return errors;
+}
+
+/**
+ * `exec:` references: EXEC_* parse, and each helper named is in EXEC_HELPERS_DIR, a regular file
+ * there and executable, so a helper missing from the volume stops the agent before any run.
+ */
+function checkExecHelpers(refs: readonly { id: string; ref: SecretReference }[], env: Env): ConfigError[] {
+  const helpers = new Map<string, string[]>();
+  for (const { id, ref } of refs)
+    if (ref.provider === 'exec') helpers.set(ref.helper, [...(helpers.get(ref.helper) ?? []), id]);
+  if (helpers.size === 0) return [];
+  let settings: ExecSettings;
+  try {
+    settings = parseExecSettings(env);
+  } catch (e) {
+    if (e instanceof ConfigErrors) return [...e.errors];
+    throw e;
+  }
+  const errors: ConfigError[] = [];
+  for (const [helper, ids] of helpers) {
+    try {
+      resolveHelper(settings.helpersDir, helper);
+    } catch (e) {
+      if (!(e instanceof ProviderError)) throw e;
+      // resolveHelper's messages read `EXEC_HELPERS_DIR: problem`.
+      const problem = e.message.replace(/^EXEC_HELPERS_DIR: /, '');
+      errors.push(new ConfigError('EXEC_HELPERS_DIR', `${problem}, which ${ids.join(', ')} run`, e.fix));
     }
   }
   return errors;

@@ -12,7 +12,7 @@ import { ConfigError, quote, valueShape } from './errors.ts';
  * says which rule it breaks, and quotes nothing the user wrote.
  */
 
-export type ProviderName = 'aws' | 'gcp' | 'vault' | 'file';
+export type ProviderName = 'aws' | 'gcp' | 'vault' | 'file' | 'exec';
 
 interface ReferenceBase {
   /** The reference as written, safe to log. */
@@ -52,7 +52,15 @@ export interface FileReference extends ReferenceBase {
   readonly path: string;
 }
 
-export type SecretReference = AwsReference | GcpReference | VaultReference | FileReference;
+export interface ExecReference extends ReferenceBase {
+  readonly provider: 'exec';
+  /** A file name in EXEC_HELPERS_DIR: the program the agent runs. */
+  readonly helper: string;
+  /** What the helper gets as argv[1]. */
+  readonly argument: string;
+}
+
+export type SecretReference = AwsReference | GcpReference | VaultReference | FileReference | ExecReference;
 
 /** The accepted forms, for docs and for the error a malformed reference gets. */
 export const REFERENCE_FORMS: readonly { provider: ProviderName; form: string; meaning: string }[] = [
@@ -83,6 +91,12 @@ export const REFERENCE_FORMS: readonly { provider: ProviderName; form: string; m
       'HashiCorp Vault logical path, e.g. `vault:secret/data/app` (KV v2), `vault:database/creds/app`.',
   },
   { provider: 'file', form: 'file:PATH', meaning: 'A local file (demos, local runs, tests).' },
+  {
+    provider: 'exec',
+    form: 'exec:HELPER/ARGUMENT',
+    meaning:
+      'The stdout of the program HELPER in EXEC_HELPERS_DIR, run with ARGUMENT as its one argument, e.g. `exec:az-keyvault/prod-vault/db-password` (any other backend; docs/exec-helpers.md).',
+  },
 ];
 
 /** `#key` at the end of any form picks one top-level key of a JSON secret. */
@@ -99,11 +113,13 @@ const GCP_VERSION = /^(?:latest|\d{1,19}|[A-Za-z][A-Za-z0-9_-]{0,62})$/;
 const GCP_FULL = /^projects\/([^/]+)\/secrets\/([^/]+)(?:\/versions\/([^/]+))?$/;
 const GCP_SHORT = /^([^/]+)(?:\/versions\/([^/]+))?$/;
 const VAULT_SEGMENT = /^[A-Za-z0-9_.@+=:-]+$/;
+/** A plain file name: no directory, no `..`, nothing a shell or a path could read differently. */
+const EXEC_HELPER = /^[A-Za-z0-9._-]{1,255}$/;
 const MAX_REFERENCE = 2048;
 /** Every option any form takes: only these names are ever quoted back (they are our words). */
 const OPTION_NAMES = ['versionStage', 'versionId', 'version'];
 /** How each form starts, for the error of a text that starts with none of them. */
-const PREFIXES = 'arn:, aws:, projects/, gcp:, vault: or file:';
+const PREFIXES = 'arn:, aws:, projects/, gcp:, vault:, file: or exec:';
 
 function allowedForms(): string {
   return REFERENCE_FORMS.map((f) => f.form).join(' | ');
@@ -251,6 +267,33 @@ export function parseReference(text: string, field: string): SecretReference {
     if (path === '') fail('the file: reference has no path', 'use file:PATH');
     onlyOptions([]);
     return { ...base, provider: 'file', path };
+  }
+  if (rest.startsWith('exec:')) {
+    const body = rest.slice(5);
+    const slash = body.indexOf('/');
+    const helper = slash < 0 ? body : body.slice(0, slash);
+    const argument = slash < 0 ? '' : body.slice(slash + 1);
+    if (!EXEC_HELPER.test(helper) || helper === '.' || helper === '..') {
+      return fail(
+        `the helper name after exec: ${valueShape(helper)} is not a plain file name: ${helper === '.' || helper === '..' ? 'it is . or ..' : whyNot(helper, 255, 'letters, digits and ._-')}`,
+        'name a file in EXEC_HELPERS_DIR (letters, digits and ._-), then / and the argument, e.g. exec:az-keyvault/prod-vault/db-password',
+      );
+    }
+    if (argument === '') {
+      return fail(
+        'the exec: reference has no argument after the helper name',
+        'write exec:HELPER/ARGUMENT, e.g. exec:az-keyvault/prod-vault/db-password',
+      );
+    }
+    // The argument reaches the helper as argv[1]: one starting with - could be read as an option.
+    if (argument.startsWith('-')) {
+      return fail(
+        `the argument of the exec: reference ${valueShape(argument)} starts with -, which a helper could take for an option`,
+        'name the secret without a leading -',
+      );
+    }
+    onlyOptions([]);
+    return { ...base, provider: 'exec', helper, argument };
   }
   return fail(
     `${valueShape(text)} is not a reference this agent understands: it starts with none of ${PREFIXES}`,

@@ -71,6 +71,20 @@ export function duration(minMs: number, maxMs = Infinity, example = '30s, 1m30s 
   };
 }
 
+/** A whole number in [min, max]. */
+export function count(min: number, max: number) {
+  return (text: string, field: string): number => {
+    const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
+    if (!(n >= min && n <= max))
+      throw new ConfigError(
+        field,
+        `${quote(text)} is not a whole number from ${min} to ${max}`,
+        `write a number such as ${min + 2}`,
+      );
+    return n;
+  };
+}
+
 export function nonEmpty(text: string, field: string): string {
   if (text.trim() === '') throw new ConfigError(field, 'is empty', 'set a value or remove the setting');
   return text;

@@ -53,7 +53,11 @@ export async function runInit(
   });
   if (dir.leftoversRemoved.length > 0)
     log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
-  const providers = new ProviderSet({ pod: config.pod, agentVersion });
+  const providers = new ProviderSet({
+    pod: config.pod,
+    agentVersion,
+    serviceAccountDir: config.serviceAccountDir,
+  });
   try {
     const outcomes = await fetchSecrets(config.secrets, providers, {
       deadlineMs: config.initDeadlineMs,

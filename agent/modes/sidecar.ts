@@ -103,7 +103,11 @@ export class Sidecar {
     this.#notifiers = deps.notifiers;
     this.#formats = deps.formats;
     this.#events = deps.events;
-    this.#providers = new ProviderSet({ pod: config.pod, agentVersion: deps.agentVersion });
+    this.#providers = new ProviderSet({
+      pod: config.pod,
+      agentVersion: deps.agentVersion,
+      serviceAccountDir: config.serviceAccountDir,
+    });
   }
 
   /** Opens the volume and starts serving probes; call run() to fill and refresh. */

@@ -108,6 +108,8 @@ export interface ProviderOptions {
   readonly pod: PodIdentity;
   /** The agent's version, for user agents. */
   readonly agentVersion: string;
+  /** Where the pod's service-account token and ca.crt are (SERVICE_ACCOUNT_DIR); default the standard mount. */
+  readonly serviceAccountDir?: string;
 }
 
 export type ProviderFactory<R extends SecretReference> = (options: ProviderOptions) => Provider<R>;

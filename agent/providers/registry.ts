@@ -9,6 +9,7 @@ type FactoryFor<P extends ProviderName> = ProviderFactory<Extract<SecretReferenc
  */
 export const PROVIDERS: { readonly [P in ProviderName]?: () => Promise<FactoryFor<P>> } = {
   aws: async () => (await import('./aws.ts')).createAwsProvider,
+  exec: async () => (await import('./exec.ts')).createExecProvider,
   file: async () => (await import('./file.ts')).createFileProvider,
   gcp: async () => (await import('./gcp.ts')).createGcpProvider,
   vault: async () => (await import('./vault.ts')).createVaultProvider,

@@ -13,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import packageJson from '../../package.json' with { type: 'json' };
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { REFERENCE_FORMS } from '../../agent/contract/reference.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { REQUIRED_NODE_MAJOR } from '../../agent/require-node-version.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
@@ -59,6 +60,7 @@ describe('the agent command line', () => {
       ...Object.keys(SECRET_SETTINGS).map((n) => `SECRET_<N>_${n}`),
       ...CLIENT_ENV.map((v) => v.name),
       ...VAULT_ENV.map((v) => v.name),
+      ...Object.keys(EXEC_SETTINGS),
       ...REFERENCE_FORMS.map((f) => f.form),
     ];
     for (const name of names) assert.ok(out.includes(`\n  ${name}`), `--help lists ${name}`);

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { editDistance, FOREIGN_ENV } from '../../agent/contract/env-names.ts';
 import { CLIENT_ENV, parseAgentConfig, type Env } from '../../agent/contract/env.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 
 /** A configuration that parses, to which each case adds variables. */
@@ -35,6 +36,8 @@ describe('misspelt variable names (issue 10, item 4)', () => {
     ['AWS_REGOIN', 'AWS_REGION'],
     ['GCP_PROJECTS', 'GCP_PROJECT'],
     ['SECRET_AR', 'SECRET_ARN'],
+    ['EXEC_HELPER_DIR', 'EXEC_HELPERS_DIR'],
+    ['EXEC_TIMOUT', 'EXEC_TIMEOUT'],
     // Per-secret names that do not even have the SECRET_<N>_ shape.
     ['SECRET_REF', 'SECRET_0_REF'],
     ['SECRET0_REF', 'SECRET_0_REF'],
@@ -155,7 +158,8 @@ describe('misspelt variable names (issue 10, item 4)', () => {
 
   it('knows every variable the agent documents', () => {
     const env: Record<string, string> = { ...VALID } as Record<string, string>;
-    for (const { name } of [...CLIENT_ENV, ...VAULT_ENV]) env[name] = 'x';
+    for (const name of [...CLIENT_ENV, ...VAULT_ENV].map((v) => v.name).concat(Object.keys(EXEC_SETTINGS)))
+      env[name] = 'x';
     // Values are not parsed here (VAULT_* are read by the provider): only the names are checked.
     assert.deepEqual(
       errorsOf(env).filter((e) => /did you mean/.test(e.message)),

@@ -61,6 +61,22 @@ describe('parseReference', () => {
     });
   });
 
+  it('reads an exec reference: a helper name, then everything up to # as its argument', () => {
+    assert.deepEqual(parseReference('exec:az-keyvault/prod-vault/db-password#user', 'F'), {
+      text: 'exec:az-keyvault/prod-vault/db-password#user',
+      key: 'user',
+      provider: 'exec',
+      helper: 'az-keyvault',
+      argument: 'prod-vault/db-password',
+    });
+    assert.deepEqual(parseReference('exec:kubernetes-secret.v2/db', 'F'), {
+      text: 'exec:kubernetes-secret.v2/db',
+      provider: 'exec',
+      helper: 'kubernetes-secret.v2',
+      argument: 'db',
+    });
+  });
+
   const bad: [string, RegExp][] = [
     ['', /empty/],
     ['s3://bucket/key', /not a reference this agent understands/],
@@ -84,6 +100,15 @@ describe('parseReference', () => {
     ['hunter2-CANARY', /^\(a value of 14 characters\) is not a reference this agent understands/],
     ['aws:bad|name', /name after aws: \(a value of 8 characters\).*characters other than/],
     ['vault:secret//app', /leading, trailing or doubled \//],
+    ['exec:', /helper name after exec: \(a value of 0 characters\) is not a plain file name: it is empty/],
+    ['exec:helper', /has no argument/],
+    ['exec:helper/', /has no argument/],
+    ['exec:../sh/x', /not a plain file name: it is \. or \.\./],
+    ['exec:./x', /not a plain file name: it is \. or \.\./],
+    ['exec:/bin/sh', /helper name after exec: \(a value of 0 characters\)/],
+    ['exec:sh!/x', /characters other than letters, digits and \._-/],
+    ['exec:helper/--help', /starts with -/],
+    ['exec:helper/x?version=1', /option "version" is not known/],
   ];
   for (const [text, problem] of bad) {
     it(`rejects ${JSON.stringify(text)} naming the field and a fix`, () => {
@@ -120,6 +145,9 @@ describe('parseReference', () => {
       `vault:secret/${pasted}|`,
       `vault:secret/app?version=${pasted}`,
       `file:x?${pasted}=1`,
+      `exec:${pasted}!/x`,
+      `exec:helper/-${pasted}`,
+      `exec:${pasted}`,
       `${pasted} with space`,
       `${pasted}#`,
       `${pasted}`.repeat(100),

@@ -110,6 +110,12 @@ export const validReference: fc.Arbitrary<string> = fc
         )
         .map(([segs, v]) => `vault:${segs.join('/')}${v === undefined ? '' : `?version=${v}`}`),
       fc.stringMatching(/^[^\s\0?#]{1,30}$/).map((p) => `file:${p}`),
+      fc
+        .tuple(
+          fc.stringMatching(/^[A-Za-z0-9._-]{1,20}$/).filter((h) => h !== '.' && h !== '..'),
+          fc.stringMatching(/^[^\s\0?#-][^\s\0?#]{0,29}$/),
+        )
+        .map(([helper, argument]) => `exec:${helper}/${argument}`),
     ),
     fc.option(jsonKey, { nil: undefined }),
   )
@@ -123,6 +129,7 @@ const REFERENCE_TOKENS = [
   'gcp:',
   'vault:',
   'file:',
+  'exec:',
   'projects/',
   '/secrets/',
   '/versions/',

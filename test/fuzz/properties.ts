@@ -647,6 +647,8 @@ function renderReference(ref: SecretReference): string {
       return `vault:${ref.path}${ref.version === undefined ? '' : `?version=${ref.version}`}${key}`;
     case 'file':
       return `file:${ref.path}${key}`;
+    case 'exec':
+      return `exec:${ref.helper}/${ref.argument}${key}`;
   }
 }
 
@@ -657,7 +659,7 @@ const withoutText = (ref: SecretReference): Omit<SecretReference, 'text'> => {
 
 const reference = define({
   name: 'agent: parseReference',
-  coverage: ['accepted aws', 'accepted gcp', 'accepted vault', 'accepted file', 'rejected'],
+  coverage: ['accepted aws', 'accepted gcp', 'accepted vault', 'accepted file', 'accepted exec', 'rejected'],
   group: 'contract',
   doc: 'valid, near-valid and hostile references: only ConfigError naming the field; accepted ones re-render and re-parse to the same value',
   weight: 15,

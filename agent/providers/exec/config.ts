@@ -1,0 +1,112 @@
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
+import { isAbsolute, join, relative, sep } from 'node:path';
+import { ConfigErrors, quote, type ConfigError } from '../../contract/errors.ts';
+import { absolutePath, count, duration, setting, settingsReader, type Env } from '../../contract/settings.ts';
+import { ProviderError } from '../provider.ts';
+
+/**
+ * The exec provider's settings and the check that a helper may run: read at start-up (the agent's
+ * preflight, so a missing helper is a configuration error found before any fetch) and again before
+ * every run (the volume may have changed under a sidecar). Kept apart from the provider so the
+ * contract can name these settings without loading child_process code.
+ */
+
+export const DEFAULT_HELPERS_DIR = '/secret-agent/helpers';
+
+export const EXEC_SETTINGS = {
+  EXEC_HELPERS_DIR: setting({
+    default: DEFAULT_HELPERS_DIR,
+    doc: 'Directory of the helper programs `exec:HELPER/…` runs: the volume the platform team provides (the webhook mounts it here, read-only). Only plain file names in it run; a link out of it is refused.',
+    parse: absolutePath,
+  }),
+  EXEC_TIMEOUT: setting({
+    default: '10s',
+    doc: 'How long one helper run may take; then its whole process group is killed and the run counts as a transient timeout (retried).',
+    parse: duration(100, 300_000, '10s or 1m'),
+  }),
+  EXEC_CONCURRENCY: setting({
+    default: '4',
+    doc: 'How many helpers run at once.',
+    parse: count(1, 64),
+  }),
+} as const;
+
+export interface ExecSettings {
+  readonly helpersDir: string;
+  readonly timeoutMs: number;
+  readonly concurrency: number;
+}
+
+/** Reads the settings; throws ConfigErrors naming each bad variable. */
+export function parseExecSettings(env: Env): ExecSettings {
+  const errors: ConfigError[] = [];
+  const read = settingsReader([env], errors);
+  const s = EXEC_SETTINGS;
+  const helpersDir = read('EXEC_HELPERS_DIR', s.EXEC_HELPERS_DIR);
+  const timeoutMs = read('EXEC_TIMEOUT', s.EXEC_TIMEOUT);
+  const concurrency = read('EXEC_CONCURRENCY', s.EXEC_CONCURRENCY);
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  return { helpersDir: helpersDir!, timeoutMs: timeoutMs!, concurrency: concurrency! };
+}
+
+/**
+ * The real path of helper `name` in `dir`, checked: it exists, resolves (through the links a
+ * ConfigMap volume is made of) to a regular file inside `dir`, and this process may execute it.
+ * Throws a non-transient ProviderError whose message starts with `EXEC_HELPERS_DIR: `. Synchronous:
+ * a few stat calls, run at start-up and before each helper run.
+ */
+export function resolveHelper(dir: string, name: string): string {
+  let realDir: string;
+  try {
+    realDir = realpathSync(dir);
+  } catch (e) {
+    throw new ProviderError(
+      'not-found',
+      `EXEC_HELPERS_DIR: ${quote(dir)} cannot be read (${errorCode(e)})`,
+      'mount the helpers volume there (the webhook does when the cluster allows exec: references), or set EXEC_HELPERS_DIR to where it is',
+      { transient: false },
+    );
+  }
+  let real: string;
+  try {
+    real = realpathSync(join(realDir, name));
+  } catch (e) {
+    throw new ProviderError(
+      'not-found',
+      `EXEC_HELPERS_DIR: ${quote(dir)} has no helper ${quote(name)} (${errorCode(e)})`,
+      'add the helper to the helpers volume (with a ConfigMap: a key named after it), or correct the name after exec:',
+      { transient: false },
+    );
+  }
+  const inside = relative(realDir, real);
+  // `..data/…` (a ConfigMap volume's own layout) is inside; only `..` as a whole segment leads out.
+  if (inside === '' || inside === '..' || inside.startsWith(`..${sep}`) || isAbsolute(inside))
+    throw new ProviderError(
+      'invalid',
+      `EXEC_HELPERS_DIR: the helper ${quote(name)} leads out of ${quote(dir)} (a link to ${quote(real)})`,
+      'put the program itself in the helpers volume; links there may only point inside it',
+      { transient: false },
+    );
+  if (!statSync(real).isFile())
+    throw new ProviderError(
+      'invalid',
+      `EXEC_HELPERS_DIR: the helper ${quote(name)} in ${quote(dir)} is not a regular file`,
+      'put a program or a script with a #! line there',
+      { transient: false },
+    );
+  try {
+    accessSync(real, constants.X_OK);
+  } catch {
+    throw new ProviderError(
+      'permission-denied',
+      `EXEC_HELPERS_DIR: the helper ${quote(name)} in ${quote(dir)} is not executable by the agent (uid ${process.getuid?.() ?? '?'})`,
+      'give it mode 0555 (a ConfigMap volume: defaultMode 0555, 365 in decimal)',
+      { transient: false },
+    );
+  }
+  return real;
+}
+
+function errorCode(e: unknown): string {
+  return (e as NodeJS.ErrnoException).code ?? 'error';
+}
