@@ -368,7 +368,7 @@ export const FILE_ANNOTATIONS = {
     // A reference is a name, but text that fails to parse as one may be the secret itself.
     echo: 'shape',
     default: undefined,
-    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path. `aws:NAME` needs a region (aws-region or AGENT_AWS_REGION), `gcp:SECRET` a project (gcp-project or AGENT_GCP_PROJECT), `vault:` the cluster’s AGENT_VAULT_ADDR and a role (vault-role or AGENT_VAULT_ROLE): a pod without them is refused.',
+    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path. `aws:NAME` needs a region (aws-region or AGENT_AWS_REGION), `gcp:SECRET` a project (gcp-project or AGENT_GCP_PROJECT), `vault:` the cluster’s AGENT_VAULT_ADDR and a role (vault-role or AGENT_VAULT_ROLE), `exec:` a cluster that allows it (ALLOW_EXEC_REFERENCES): a pod without them is refused.',
     parse: parseReference,
   }),
   path: annotation({

@@ -11,6 +11,7 @@ import {
 } from '../agent/contract/settings.ts';
 import type { LogLevel } from '../agent/contract/env.ts';
 import { absolutePath, quantity, userId } from './annotations.ts';
+import { parseExecHelpersVolume, type ExecHelpersVolume } from './exec-helpers-volume.ts';
 
 /**
  * The webhook's own configuration, declared once as data like the agent's env: name, default,
@@ -126,6 +127,16 @@ export const WEBHOOK_SETTINGS = {
     doc: '`true` lets pods use `file:` references (local runs, demos, tests). Off in clusters: a `file:` reference reads a file inside the agent container.',
     parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
   }),
+  ALLOW_EXEC_REFERENCES: setting({
+    default: 'false',
+    doc: '`true` lets pods use `exec:` references: the agent runs a helper program from EXEC_HELPERS_VOLUME, which this needs (docs/exec-helpers.md). Off by default: the platform team chooses the helpers.',
+    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+  }),
+  EXEC_HELPERS_VOLUME: setting({
+    default: undefined,
+    doc: 'With ALLOW_EXEC_REFERENCES: the volume the helper programs come from, as JSON, mounted read-only at /secret-agent/helpers into the agent containers (never the app’s) of pods with an `exec:` reference. `{"configMap":{"name":"secret-agent-helpers"}}`: a ConfigMap in each such pod’s namespace, one key per helper, mode 0555 unless `defaultMode` says otherwise; or `{"persistentVolumeClaim":{"claimName":"…"}}`.',
+    parse: parseExecHelpersVolume,
+  }),
   AGENT_RUN_AS_USER: setting({
     default: '65532',
     doc: 'The agent’s uid when the pod sets no runAsUser.',
@@ -205,6 +216,8 @@ export interface InjectionDefaults {
   readonly imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
   readonly nativeSidecars: boolean;
   readonly allowFileReferences: boolean;
+  /** Where exec: helpers come from; undefined: exec: references are refused (ALLOW_EXEC_REFERENCES). */
+  readonly execHelpers?: ExecHelpersVolume;
   readonly runAsUser: number;
   readonly resources: {
     readonly cpuRequest: string;
@@ -285,6 +298,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     imagePullPolicy: read('AGENT_IMAGE_PULL_POLICY', s.AGENT_IMAGE_PULL_POLICY),
     nativeSidecars: read('NATIVE_SIDECARS', s.NATIVE_SIDECARS),
     allowFileReferences: read('ALLOW_FILE_REFERENCES', s.ALLOW_FILE_REFERENCES),
+    allowExecReferences: read('ALLOW_EXEC_REFERENCES', s.ALLOW_EXEC_REFERENCES),
     runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
     cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
     cpuLimit: read('AGENT_CPU_LIMIT', s.AGENT_CPU_LIMIT),
@@ -300,6 +314,24 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     ...optional('vaultRole', read('AGENT_VAULT_ROLE', s.AGENT_VAULT_ROLE)),
     ...optional('vaultAuthMount', read('AGENT_VAULT_AUTH_MOUNT', s.AGENT_VAULT_AUTH_MOUNT)),
   };
+  const execHelpers = read('EXEC_HELPERS_VOLUME', s.EXEC_HELPERS_VOLUME);
+  const execSet = [env, file].some((source) => source.EXEC_HELPERS_VOLUME !== undefined);
+  if (values.allowExecReferences === true && !execSet)
+    errors.push(
+      new ConfigError(
+        'EXEC_HELPERS_VOLUME',
+        'is not set, but ALLOW_EXEC_REFERENCES is true, so the agent would have no helpers to run',
+        'name the volume the helper programs come from, e.g. {"configMap":{"name":"secret-agent-helpers"}} (docs/exec-helpers.md)',
+      ),
+    );
+  if (values.allowExecReferences === false && execSet)
+    errors.push(
+      new ConfigError(
+        'EXEC_HELPERS_VOLUME',
+        'is set, but ALLOW_EXEC_REFERENCES is not true, so it would be ignored',
+        'set ALLOW_EXEC_REFERENCES=true to let pods use exec: references, or remove EXEC_HELPERS_VOLUME',
+      ),
+    );
   if (errors.length > 0) throw new ConfigErrors(errors);
   const v = values as { [K in keyof typeof values]: NonNullable<(typeof values)[K]> };
   return {
@@ -322,6 +354,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
       imagePullPolicy: v.imagePullPolicy,
       nativeSidecars: v.nativeSidecars!,
       allowFileReferences: v.allowFileReferences!,
+      ...(v.allowExecReferences && execHelpers ? { execHelpers } : {}),
       runAsUser: v.runAsUser,
       resources: {
         cpuRequest: v.cpuRequest,

@@ -1,5 +1,6 @@
 import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
 import type { InjectionMode } from './annotations.ts';
+import type { ExecHelpersVolume } from './exec-helpers-volume.ts';
 
 /**
  * The one typed, validated intermediate between a pod's annotations and the patch: everything the
@@ -56,6 +57,8 @@ export interface InjectionRequest {
     readonly mountPath: string;
     readonly readOnly: true;
   }[];
+  /** The cluster's helpers volume, mounted into the agent containers: only when a reference is `exec:`. */
+  readonly execHelpers?: ExecHelpersVolume;
   /** Signal rotation and EXIT_WITH_PROCESS need to see the app's processes. */
   readonly shareProcessNamespace: boolean;
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */

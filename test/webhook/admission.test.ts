@@ -805,6 +805,143 @@ describe('file: references', () => {
   });
 });
 
+describe('exec: references', () => {
+  const HELPERS = '{"configMap":{"name":"secret-agent-helpers"}}';
+  const ALLOWED = { ALLOW_EXEC_REFERENCES: 'true', EXEC_HELPERS_VOLUME: HELPERS };
+  const pod = (annotations: Record<string, string> = {}, spec: Partial<PodDoc['spec']> = {}) =>
+    basicPod(
+      { 'secret-agent.io/secret-db': 'exec:az-keyvault/prod-vault/db-password', ...annotations },
+      spec,
+    );
+  type Mount = { name: string; mountPath: string; readOnly?: boolean };
+  const injected = (p: PodDoc, env: Record<string, string>) => {
+    const result = admit(p, env);
+    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+    const patched = mutate(p, decodePatch(result.review.response));
+    validatePod(patched);
+    const all = [...(patched.spec.initContainers ?? []), ...patched.spec.containers];
+    return {
+      patched,
+      agents: all.filter((c) => c.image === AGENT_IMAGE),
+      apps: all.filter((c) => c.image !== AGENT_IMAGE),
+    };
+  };
+  const mounts = (c: Record<string, unknown>) => (c.volumeMounts ?? []) as Mount[];
+
+  it('are denied unless the cluster allows them, naming the annotation and the fix', () => {
+    const result = admit(pod());
+    assert.equal(result.outcome, 'denied');
+    const message = result.review.response.status!.message;
+    assert.match(message, /secret-agent\.io\/secret-db: exec: references are turned off on this cluster/);
+    assert.match(message, /ALLOW_EXEC_REFERENCES and EXEC_HELPERS_VOLUME/);
+  });
+
+  for (const native of ['true', 'false'])
+    it(`mount the cluster's helpers read-only into every agent container, never the app's (native sidecars ${native})`, () => {
+      const { patched, agents, apps } = injected(pod(), { ...ALLOWED, NATIVE_SIDECARS: native });
+      assert.deepEqual(
+        (patched.spec.volumes as Record<string, unknown>[]).find((v) => v.name === 'secret-agent-helpers'),
+        { name: 'secret-agent-helpers', configMap: { name: 'secret-agent-helpers', defaultMode: 0o555 } },
+      );
+      assert.equal(agents.length, native === 'true' ? 1 : 2);
+      for (const agent of agents) {
+        assert.deepEqual(
+          mounts(agent).filter((m) => m.name === 'secret-agent-helpers'),
+          [{ name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true }],
+        );
+        // The agent's own parser takes the env it gets; the mount is its default EXEC_HELPERS_DIR.
+        const config = parseAgentConfig(containerEnv(agent, patched));
+        assert.equal(config.secrets[0]!.ref.provider, 'exec');
+      }
+      for (const app of apps) assert.ok(!mounts(app).some((m) => m.name === 'secret-agent-helpers'));
+    });
+
+  it('an exact patch: the helpers volume follows the secrets volume', () => {
+    const result = admit(pod(), ALLOWED);
+    const ops = decodePatch(result.review.response);
+    assert.deepEqual(ops.slice(0, 2), [
+      {
+        op: 'add',
+        path: '/spec/volumes',
+        value: [{ name: 'secret-agent-secrets', emptyDir: { medium: 'Memory', sizeLimit: '8Mi' } }],
+      },
+      {
+        op: 'add',
+        path: '/spec/volumes/-',
+        value: {
+          name: 'secret-agent-helpers',
+          configMap: { name: 'secret-agent-helpers', defaultMode: 365 },
+        },
+      },
+    ]);
+    const agent = ops.find((o) => o.path === '/spec/initContainers')!.value as Record<string, unknown>[];
+    assert.deepEqual(agent[0]!.volumeMounts, [
+      { name: 'secret-agent-secrets', mountPath: '/etc/secrets' },
+      { name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true },
+    ]);
+  });
+
+  it('a claim the admin names, into a pod whose volume names are taken', () => {
+    const { patched, agents } = injected(
+      pod(
+        {},
+        {
+          volumes: [
+            { name: 'secret-agent-helpers', emptyDir: {} },
+            { name: 'secret-agent-secrets', emptyDir: {} },
+          ],
+        },
+      ),
+      {
+        ALLOW_EXEC_REFERENCES: 'true',
+        EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"platform-helpers"}}',
+      },
+    );
+    assert.deepEqual(
+      (patched.spec.volumes as Record<string, unknown>[]).map((v) => v.name),
+      ['secret-agent-helpers', 'secret-agent-secrets', 'secret-agent-secrets-1', 'secret-agent-helpers-1'],
+    );
+    assert.deepEqual((patched.spec.volumes as Record<string, unknown>[])[3], {
+      name: 'secret-agent-helpers-1',
+      persistentVolumeClaim: { claimName: 'platform-helpers', readOnly: true },
+    });
+    assert.deepEqual(
+      mounts(agents[0]!).map((m) => m.name),
+      ['secret-agent-secrets-1', 'secret-agent-helpers-1'],
+    );
+  });
+
+  it('pods without an exec: reference get no helpers, even where the cluster allows them', () => {
+    const { patched, agents } = injected(basicPod({ 'secret-agent.io/secret-db': 'vault:secret/data/db' }), {
+      ...CLUSTER,
+      ...ALLOWED,
+    });
+    assert.ok(!JSON.stringify(patched.spec.volumes).includes('helpers'));
+    for (const agent of agents)
+      assert.ok(!mounts(agent).some((m) => m.mountPath === '/secret-agent/helpers'));
+  });
+
+  it('a mount path over the helpers is refused', () => {
+    const result = admit(pod({ 'secret-agent.io/mount-path': '/secret-agent' }), ALLOWED);
+    assert.equal(result.outcome, 'denied');
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/mount-path: "\/secret-agent" overlaps "\/secret-agent\/helpers", where the agent finds the helpers/,
+    );
+  });
+
+  it('a reference that names a path is described by its shape, never quoted', () => {
+    const pasted = canary('exec-ref');
+    const result = admit(pod({ 'secret-agent.io/secret-db': `exec:${pasted}!/x` }), ALLOWED);
+    assert.equal(result.outcome, 'denied');
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/secret-db: the helper name after exec: \(a value of \d+ characters\)/,
+    );
+    assertNoCanary(JSON.stringify(result.review), 'the admission response');
+  });
+});
+
 describe('run-to-completion pods (restartPolicy Never or OnFailure, e.g. a Job’s)', () => {
   const job = (annotations: Record<string, string> = {}, spec: Partial<PodDoc['spec']> = {}) =>
     basicPod(

@@ -80,4 +80,72 @@ describe('webhook configuration', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('exec: references need both ALLOW_EXEC_REFERENCES and the helpers volume', () => {
+    const read = (env: Record<string, string>) => parseWebhookConfig({ AGENT_IMAGE, ...env }).injection;
+    assert.equal(read({}).execHelpers, undefined);
+    assert.deepEqual(
+      read({
+        ALLOW_EXEC_REFERENCES: 'true',
+        EXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers","defaultMode":493}}',
+      }).execHelpers,
+      { configMap: { name: 'secret-agent-helpers', defaultMode: 0o755 } },
+    );
+    assert.deepEqual(
+      read({
+        ALLOW_EXEC_REFERENCES: 'true',
+        EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"helpers","readOnly":true}}',
+      }).execHelpers,
+      { persistentVolumeClaim: { claimName: 'helpers', readOnly: true } },
+    );
+    const problem = (env: Record<string, string>) => {
+      try {
+        read(env);
+      } catch (e) {
+        assert.ok(e instanceof ConfigErrors);
+        return e.errors.map((err) => err.message).join('\n');
+      }
+      return assert.fail('no ConfigErrors thrown');
+    };
+    assert.match(
+      problem({ ALLOW_EXEC_REFERENCES: 'true' }),
+      /^EXEC_HELPERS_VOLUME: is not set, but ALLOW_EXEC_REFERENCES is true/,
+    );
+    assert.match(
+      problem({ EXEC_HELPERS_VOLUME: '{"configMap":{"name":"h"}}' }),
+      /^EXEC_HELPERS_VOLUME: is set, but ALLOW_EXEC_REFERENCES is not true/,
+    );
+    const bad: [string, RegExp][] = [
+      ['configMap: helpers', /is not JSON/],
+      ['{"hostPath":{"path":"/opt/helpers"}}', /is not one configMap or persistentVolumeClaim volume source/],
+      ['{"configMap":{"name":"h"},"persistentVolumeClaim":{"claimName":"h"}}', /is not one configMap/],
+      ['{"configMap":{"name":"h","items":[]}}', /configMap has fields the webhook does not render: "items"/],
+      ['{"configMap":{"name":"Helpers!"}}', /configMap\.name "Helpers!" is not a Kubernetes name/],
+      ['{"configMap":{}}', /configMap\.name is missing or is not a Kubernetes name/],
+      [
+        '{"configMap":{"name":"h","defaultMode":420}}',
+        /defaultMode 420 \(0644\) does not let every user read and execute/,
+      ],
+      ['{"configMap":{"name":"h","defaultMode":"0555"}}', /is not a file mode/],
+      ['{"persistentVolumeClaim":{"claimName":"h","readOnly":false}}', /readOnly is not true/],
+    ];
+    for (const [text, expected] of bad)
+      assert.match(problem({ ALLOW_EXEC_REFERENCES: 'true', EXEC_HELPERS_VOLUME: text }), expected, text);
+  });
+
+  it('takes the helpers volume from the YAML config file as a JSON string', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhook-config-'));
+    try {
+      const file = join(dir, 'config.yaml');
+      writeFileSync(
+        file,
+        `AGENT_IMAGE: ${AGENT_IMAGE}\nALLOW_EXEC_REFERENCES: true\nEXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers"}}'\n`,
+      );
+      assert.deepEqual(parseWebhookConfig({ WEBHOOK_CONFIG_FILE: file }).injection.execHelpers, {
+        configMap: { name: 'secret-agent-helpers', defaultMode: 0o555 },
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -506,6 +506,34 @@ describe('render: settings', () => {
     assert.deepEqual((agent!.resources as { limits: unknown }).limits, { memory: '256Mi' });
   });
 
+  it('exec: references: refused unless the settings allow them, then rendered with the helpers volume', async () => {
+    const input = JSON.stringify(
+      deployment('vaulted', { 'secret-agent.io/secret-db': 'exec:kubernetes-secret/db/password' }),
+    );
+    const refused = await render(['-f', '-', '--check', '--cluster-version', '1.31'], { stdin: input });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /exec: references are turned off on this cluster/);
+    const run = await render(['-f', '-', '--cluster-version', '1.31'], {
+      stdin: input,
+      env: {
+        ALLOW_EXEC_REFERENCES: 'true',
+        EXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers"}}',
+      },
+    });
+    assert.equal(run.code, 0, run.stderr);
+    const [object] = yamlDocs(run.stdout);
+    validateRendered(object!);
+    const pod = podOf(object!);
+    assert.deepEqual(
+      (pod.spec.volumes as Record<string, unknown>[]).find((v) => v.name === 'secret-agent-helpers'),
+      { name: 'secret-agent-helpers', configMap: { name: 'secret-agent-helpers', defaultMode: 365 } },
+    );
+    assert.deepEqual(
+      agentsOf(pod).map((c) => (c.volumeMounts as { mountPath: string }[]).map((m) => m.mountPath)),
+      [['/etc/secrets', '/secret-agent/helpers']],
+    );
+  });
+
   it('bad arguments exit 2 with the flag and the fix', async () => {
     for (const args of [
       [],

@@ -19,6 +19,7 @@ import {
   type PodAnnotationName,
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
+import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
 import type { PodShape } from './review.ts';
@@ -88,7 +89,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   }
 
   const references: ParsedReference[] = [];
-  const secrets = parseSecretFiles(fileValues, defaults.allowFileReferences, errors, references);
+  const secrets = parseSecretFiles(fileValues, defaults, errors, references);
   if (secrets.length === 0 && fileValues.size === 0)
     errors.push(
       new ConfigError(
@@ -135,6 +136,17 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
         );
     }
   }
+
+  const usesExec = references.some((r) => r.ref.provider === 'exec');
+  // The agent containers see both the secrets volume and the helpers: one may not hide the other.
+  if (usesExec && mountPath && overlaps(mountPath, HELPERS_MOUNT_PATH))
+    errors.push(
+      new ConfigError(
+        `${PREFIX}mount-path`,
+        `${quote(mountPath)} overlaps ${quote(HELPERS_MOUNT_PATH)}, where the agent finds the helpers of exec: references`,
+        'choose another mount path, e.g. /etc/secrets',
+      ),
+    );
 
   const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
   const completion = runToCompletion(
@@ -252,6 +264,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     volumeSizeLimit,
     providerEnv,
     identityMounts: identity.volumeMounts,
+    ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
     warnings: [...completion.warnings, ...risks],
   };
@@ -424,7 +437,7 @@ function runToCompletion(
 
 function parseSecretFiles(
   fileValues: ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>,
-  allowFileReferences: boolean,
+  defaults: Pick<InjectionDefaults, 'allowFileReferences' | 'execHelpers'>,
   errors: ConfigError[],
   references: ParsedReference[],
 ): SecretFileRequest[] {
@@ -452,12 +465,22 @@ function parseSecretFiles(
         : attempt(errors, () => FILE_ANNOTATIONS[name].parse(raw, key(name)));
     };
     const okRef = get('secret') as SecretReference | undefined;
-    if (okRef?.provider === 'file' && !allowFileReferences) {
+    if (okRef?.provider === 'file' && !defaults.allowFileReferences) {
       errors.push(
         new ConfigError(
           key('secret'),
           'file: references are turned off on this cluster (they read files inside the agent container)',
           'reference the secret in AWS, GCP or Vault; file: is for local runs (webhook setting ALLOW_FILE_REFERENCES)',
+        ),
+      );
+      continue;
+    }
+    if (okRef?.provider === 'exec' && !defaults.execHelpers) {
+      errors.push(
+        new ConfigError(
+          key('secret'),
+          'exec: references are turned off on this cluster (they run a helper program in the agent container)',
+          'reference the secret in AWS, GCP or Vault, or ask the cluster admin to allow exec: references (webhook settings ALLOW_EXEC_REFERENCES and EXEC_HELPERS_VOLUME, docs/exec-helpers.md)',
         ),
       );
       continue;

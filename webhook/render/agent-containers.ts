@@ -2,6 +2,7 @@ import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
+import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv, type EnvVar } from './agent-env.ts';
 
@@ -52,13 +53,23 @@ export function renderAgentContainers(
   request: InjectionRequest,
   defaults: InjectionDefaults,
   volumeName: string,
+  helpersVolumeName?: string,
 ): AgentPlacement {
+  // exec: helpers, read-only, where the agent looks for them by default (EXEC_HELPERS_DIR).
+  const helpersMount =
+    helpersVolumeName === undefined
+      ? []
+      : [{ name: helpersVolumeName, mountPath: HELPERS_MOUNT_PATH, readOnly: true as const }];
   const container = (name: string, mode: AgentMode): AgentContainer => ({
     name,
     image: defaults.agentImage,
     imagePullPolicy: defaults.imagePullPolicy,
     env: renderAgentEnv(request, mode).env,
-    volumeMounts: [{ name: volumeName, mountPath: request.mountPath }, ...request.identityMounts],
+    volumeMounts: [
+      { name: volumeName, mountPath: request.mountPath },
+      ...helpersMount,
+      ...request.identityMounts,
+    ],
     resources: request.resources,
     securityContext: {
       runAsNonRoot: true,

@@ -8,12 +8,13 @@ import { renderAgentContainers } from './agent-containers.ts';
 /** The env var app containers read to find the files. */
 export const SECRETS_DIR_ENV = 'SECRETS_DIR';
 const VOLUME_NAME = 'secret-agent-secrets';
+const HELPERS_VOLUME_NAME = 'secret-agent-helpers';
 
 /** A volume name the pod does not use yet: the base name, else the base name with a number. */
-export function chooseVolumeName(pod: PodShape): string {
+export function chooseVolumeName(pod: PodShape, base = VOLUME_NAME): string {
   const taken = new Set((pod.spec.volumes ?? []).map((v) => v.name));
-  if (!taken.has(VOLUME_NAME)) return VOLUME_NAME;
-  for (let i = 1; ; i++) if (!taken.has(`${VOLUME_NAME}-${i}`)) return `${VOLUME_NAME}-${i}`;
+  if (!taken.has(base)) return base;
+  for (let i = 1; ; i++) if (!taken.has(`${base}-${i}`)) return `${base}-${i}`;
 }
 
 /**
@@ -30,14 +31,19 @@ export function renderPodPatch(
   const wanted = (c: ContainerShape) =>
     request.containers === undefined || request.containers.includes(c.name);
 
-  ops.push(
-    addToArray(
-      pod.spec.volumes,
-      '/spec/volumes',
-      { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
-      'last',
-    ),
-  );
+  const helpersVolumeName = request.execHelpers ? chooseVolumeName(pod, HELPERS_VOLUME_NAME) : undefined;
+  const volumes: Record<string, unknown>[] = [
+    { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
+    // The helpers of exec: references, for the agent containers only (renderAgentContainers mounts it).
+    ...(request.execHelpers && helpersVolumeName
+      ? [{ name: helpersVolumeName, ...request.execHelpers }]
+      : []),
+  ];
+  volumes.forEach((volume, i) => {
+    // Each one after the pod's and those added before it.
+    const before = i === 0 ? pod.spec.volumes : [...(pod.spec.volumes ?? []), ...volumes.slice(0, i)];
+    ops.push(addToArray(before, '/spec/volumes', volume, 'last'));
+  });
   const mountInto = (list: readonly ContainerShape[], field: 'containers' | 'initContainers') => {
     list.forEach((c, i) => {
       if (!wanted(c)) return;
@@ -60,7 +66,7 @@ export function renderPodPatch(
   mountInto(pod.spec.initContainers ?? [], 'initContainers');
   mountInto(pod.spec.containers, 'containers');
 
-  const placement = renderAgentContainers(request, defaults, volumeName);
+  const placement = renderAgentContainers(request, defaults, volumeName, helpersVolumeName);
   if (placement.initContainer)
     ops.push(addToArray(pod.spec.initContainers, '/spec/initContainers', placement.initContainer, 'first'));
   if (placement.sidecar)
