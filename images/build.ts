@@ -1,11 +1,14 @@
 /**
  * Builds what the images run: dist/agent.js (+ dist/agent-chunks/, one chunk per provider, loaded
  * only when a reference needs it) and dist/webhook.js. Self-contained: no node_modules at run time.
+ * Also the example exec: helpers (helpers/*.ts), each one readable file in dist/helpers/, named as
+ * references name it, to put into a helpers volume.
  */
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { buildHelpers } from './build-helpers.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -102,12 +105,12 @@ const common: BuildOptions = {
   external: ['supports-color'],
 };
 
-// `node images/build.ts agent` builds only the agent (its image needs nothing else); default: both.
+// `node images/build.ts agent` builds only the agent (its image needs nothing else); default: all.
 const only = process.argv[2];
-if (only !== undefined && only !== 'agent' && only !== 'webhook')
-  throw new Error(`unknown target ${only}: use agent or webhook`);
+if (only !== undefined && only !== 'agent' && only !== 'webhook' && only !== 'helpers')
+  throw new Error(`unknown target ${only}: use agent, webhook or helpers`);
 
-if (only !== 'webhook') {
+if (only === undefined || only === 'agent') {
   rmSync('dist/agent.js', { force: true });
   rmSync('dist/agent-chunks', { recursive: true, force: true });
   const agent = await build({
@@ -132,7 +135,12 @@ if (only !== 'webhook') {
   writeFileSync('dist/agent-snapshot.meta.json', JSON.stringify(snapshot.metafile));
 }
 
-if (only !== 'agent' && existsSync('webhook/main.ts')) {
+if (only === undefined || only === 'helpers') {
+  rmSync('dist/helpers', { recursive: true, force: true });
+  await buildHelpers('dist/helpers');
+}
+
+if ((only === undefined || only === 'webhook') && existsSync('webhook/main.ts')) {
   rmSync('dist/webhook.js', { force: true });
   const webhook = await build({ ...common, entryPoints: { webhook: 'webhook/main.ts' }, outdir: 'dist' });
   writeFileSync('dist/webhook.meta.json', JSON.stringify(webhook.metafile));

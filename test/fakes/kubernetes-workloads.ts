@@ -1,6 +1,6 @@
 /**
- * A local Kubernetes API server for the endpoints restart-on-change and the pod's Events use, over
- * HTTPS with a throwaway certificate: GET/DELETE pods, GET replicasets, GET/PATCH deployments,
+ * A local Kubernetes API server for the endpoints restart-on-change, the pod's Events and the
+ * kubernetes-secret exec: helper use, over HTTPS with a throwaway certificate: GET secrets, GET/DELETE pods, GET replicasets, GET/PATCH deployments,
  * statefulsets and daemonsets, POST (create) core/v1 events. It answers as the real API server does where the agent can tell: authentication
  * (401) before authorization (403) before existence (404), errors as `kind: Status` objects with
  * the real messages, strategic-merge / merge patches only (415 otherwise), objects validated against
@@ -14,10 +14,10 @@ import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import { writeStatus } from './kubernetes-status.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DaemonSet, Deployment, ReplicaSet, StatefulSet } from 'kubernetes-models/apps/v1';
-import { Event, Pod } from 'kubernetes-models/v1';
+import { Event, Pod, Secret } from 'kubernetes-models/v1';
 
 export type Verb = 'get' | 'patch' | 'delete' | 'create';
-export type Resource = 'pods' | 'replicasets' | 'deployments' | 'statefulsets' | 'daemonsets';
+export type Resource = 'pods' | 'secrets' | 'replicasets' | 'deployments' | 'statefulsets' | 'daemonsets';
 type Json = Record<string, unknown>;
 
 export interface SeenRequest {
@@ -49,6 +49,8 @@ export interface KubernetesWorkloadsFake {
   /** A pod owned by a ReplicaSet that no Deployment owns. */
   addReplicaSetPod(namespace: string, replicaSet: string): string;
   addBarePod(namespace: string, name: string): string;
+  /** An Opaque Secret; each value is stored base64-encoded in `data`, as the API serves it. Returns it as stored. */
+  addSecret(namespace: string, name: string, data: Record<string, string | Uint8Array>): Json;
   object(resource: Resource, namespace: string, name: string): Json | undefined;
   /** Pod-template changes of a workload: each one makes the real controller roll all its pods. */
   rollouts(resource: Resource, namespace: string, name: string): number;
@@ -65,6 +67,7 @@ export interface KubernetesWorkloadsFake {
 
 const GROUP: Readonly<Record<Resource, '' | 'apps'>> = {
   pods: '',
+  secrets: '',
   replicasets: 'apps',
   deployments: 'apps',
   statefulsets: 'apps',
@@ -72,6 +75,7 @@ const GROUP: Readonly<Record<Resource, '' | 'apps'>> = {
 };
 const KIND: Readonly<Record<Resource, string>> = {
   pods: 'Pod',
+  secrets: 'Secret',
   replicasets: 'ReplicaSet',
   deployments: 'Deployment',
   statefulsets: 'StatefulSet',
@@ -79,6 +83,7 @@ const KIND: Readonly<Record<Resource, string>> = {
 };
 const VALIDATE: Readonly<Record<Resource, (o: Json) => void>> = {
   pods: (o) => new Pod(o as ConstructorParameters<typeof Pod>[0]).validate(),
+  secrets: (o) => new Secret(o as ConstructorParameters<typeof Secret>[0]).validate(),
   replicasets: (o) => new ReplicaSet(o as ConstructorParameters<typeof ReplicaSet>[0]).validate(),
   deployments: (o) => new Deployment(o as ConstructorParameters<typeof Deployment>[0]).validate(),
   statefulsets: (o) => new StatefulSet(o as ConstructorParameters<typeof StatefulSet>[0]).validate(),
@@ -139,7 +144,8 @@ export async function startKubernetesWorkloadsFake(
         uid: randomUUID(),
         resourceVersion: String(++resourceVersion),
         creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-        ...(resource === 'pods' ? {} : { generation: 1 }),
+        // Workloads have a generation; pods and secrets have none.
+        ...(resource === 'pods' || resource === 'secrets' ? {} : { generation: 1 }),
         ...meta,
       },
     };
@@ -335,7 +341,7 @@ export async function startKubernetesWorkloadsFake(
     }
     const eventsPath = /^\/api\/v1\/namespaces\/([^/]+)\/events$/.exec(path);
     if (eventsPath) return createEvent(req, body, res, decodeURIComponent(eventsPath[1]!));
-    const core = /^\/api\/v1\/namespaces\/([^/]+)\/(pods)\/([^/]+)$/.exec(path);
+    const core = /^\/api\/v1\/namespaces\/([^/]+)\/(pods|secrets)\/([^/]+)$/.exec(path);
     const apps =
       /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
         path,
@@ -518,6 +524,12 @@ export async function startKubernetesWorkloadsFake(
     },
     addBarePod(ns, name) {
       return addPod(ns, name, []);
+    },
+    addSecret(ns, name, data) {
+      const encoded = Object.fromEntries(
+        Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+      );
+      return put('secrets', ns, name, { metadata: {}, type: 'Opaque', data: encoded });
     },
     object: (resource, ns, name) => objects.get(keyOf(resource, ns, name)),
     rollouts: (resource, ns, name) => rollouts.get(keyOf(resource, ns, name)) ?? 0,
