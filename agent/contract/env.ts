@@ -433,7 +433,11 @@ export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
   { name: 'GOOGLE_CLOUD_PROJECT', doc: 'Project for `gcp:SECRET` references when GCP_PROJECT is unset.' },
   {
     name: 'GCP_SECRET_MANAGER_ENDPOINT',
-    doc: '`host:port` instead of secretmanager.googleapis.com:443 (Private Service Connect, a local emulator); see docs/gcp.md.',
+    doc: '`host:port` instead of secretmanager.googleapis.com:443 for global secrets (Private Service Connect, a local emulator); see docs/gcp.md.',
+  },
+  {
+    name: 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT',
+    doc: '`host:port` instead of secretmanager.LOCATION.rep.googleapis.com:443 for regional secrets; `{location}` in it stands for the secret’s region; see docs/gcp.md.',
   },
   {
     name: 'GOOGLE_APPLICATION_CREDENTIALS',

@@ -35,6 +35,11 @@ export interface GcpReference extends ReferenceBase {
   readonly provider: 'gcp';
   /** Absent in the short form `gcp:NAME`: the agent's project applies. */
   readonly project?: string;
+  /**
+   * A regional secret's location (`projects/P/locations/L/…`), read from that region's endpoint;
+   * absent for a global secret.
+   */
+  readonly location?: string;
   readonly secret: string;
   readonly version: string;
 }
@@ -81,6 +86,12 @@ export const REFERENCE_FORMS: readonly { provider: ProviderName; form: string; m
   },
   {
     provider: 'gcp',
+    form: 'projects/PROJECT/locations/LOCATION/secrets/SECRET[/versions/VERSION]',
+    meaning:
+      'GCP Secret Manager regional secret, read from its region’s endpoint secretmanager.LOCATION.rep.googleapis.com.',
+  },
+  {
+    provider: 'gcp',
     form: 'gcp:SECRET[/versions/VERSION]',
     meaning: 'GCP Secret Manager secret in the project of GCP_PROJECT.',
   },
@@ -110,7 +121,12 @@ const AWS_VERSION_ID = /^[A-Za-z0-9-]{32,64}$/;
 const GCP_PROJECT = /^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|\d{1,20})$/;
 const GCP_SECRET = /^[A-Za-z0-9_-]{1,255}$/;
 const GCP_VERSION = /^(?:latest|\d{1,19}|[A-Za-z][A-Za-z0-9_-]{0,62})$/;
-const GCP_FULL = /^projects\/([^/]+)\/secrets\/([^/]+)(?:\/versions\/([^/]+))?$/;
+/**
+ * A GCP region, as regional secrets and their endpoints name it: `us-central1`, `europe-west4`. It
+ * becomes a label of the endpoint's host name, so it is kept to one DNS label.
+ */
+const GCP_LOCATION = /^(?=.{1,63}$)[a-z]+(?:-[a-z]+)+\d{1,2}$/;
+const GCP_FULL = /^projects\/([^/]+)(?:\/locations\/([^/]+))?\/secrets\/([^/]+)(?:\/versions\/([^/]+))?$/;
 const GCP_SHORT = /^([^/]+)(?:\/versions\/([^/]+))?$/;
 const VAULT_SEGMENT = /^[A-Za-z0-9_.@+=:-]+$/;
 /** A plain file name: no directory, no `..`, nothing a shell or a path could read differently. */
@@ -207,14 +223,29 @@ export function parseReference(text: string, field: string): SecretReference {
     if (!m) {
       return fail(
         `${valueShape(rest)} is not a GCP Secret Manager name`,
-        'use projects/PROJECT/secrets/SECRET[/versions/VERSION] or gcp:SECRET[/versions/VERSION]',
+        'use projects/PROJECT/secrets/SECRET[/versions/VERSION], projects/PROJECT/locations/LOCATION/secrets/SECRET[/versions/VERSION] or gcp:SECRET[/versions/VERSION]',
       );
     }
-    const [project, secret, version] = full ? [m[1], m[2], m[3]] : [undefined, m[1], m[2]];
+    const [project, location, secret, version] = full
+      ? [m[1], m[2], m[3], m[4]]
+      : [undefined, undefined, m[1], m[2]];
     if (project !== undefined && !GCP_PROJECT.test(project)) {
       fail(
         `the project ${valueShape(project)} is not a GCP project id or number`,
         'use the project id (e.g. my-project) or its number',
+      );
+    }
+    if (location === 'global') {
+      // Our word, not the user's: safe to quote.
+      fail(
+        'the location is "global", but a global secret has no /locations/ part',
+        'write a global secret as projects/PROJECT/secrets/SECRET; /locations/LOCATION/ is for regional secrets',
+      );
+    }
+    if (location !== undefined && !GCP_LOCATION.test(location)) {
+      fail(
+        `the location ${valueShape(location)} is not a GCP region: ${whyNotLocation(location)}`,
+        'use the region the regional secret was created in, e.g. us-central1 or europe-west4 (gcloud secrets list --location LOCATION)',
       );
     }
     if (!GCP_SECRET.test(secret!)) {
@@ -234,6 +265,7 @@ export function parseReference(text: string, field: string): SecretReference {
       ...base,
       provider: 'gcp',
       ...(project === undefined ? {} : { project }),
+      ...(location === undefined ? {} : { location }),
       secret: secret!,
       version: version ?? 'latest',
     };
@@ -299,6 +331,13 @@ export function parseReference(text: string, field: string): SecretReference {
     `${valueShape(text)} is not a reference this agent understands: it starts with none of ${PREFIXES}`,
     `use one of: ${allowedForms()}`,
   );
+}
+
+/** Which rule a location breaks, without repeating it. */
+function whyNotLocation(location: string): string {
+  if (location.length > 63) return 'it is over 63 characters';
+  if (/[^a-z0-9-]/.test(location)) return 'it has characters other than lowercase letters, digits and -';
+  return 'a region is lowercase words joined by - and ending in a number, e.g. us-central1';
 }
 
 /** Which rule a Vault path breaks, without repeating it. */

@@ -23,6 +23,10 @@ const CONCURRENCY = 8;
 const CALL_TIMEOUT_MS = 15_000;
 /** The public endpoint, when GCP_SECRET_MANAGER_ENDPOINT does not override it. */
 const DEFAULT_ENDPOINT = 'secretmanager.googleapis.com:443';
+/** A regional secret's endpoint, when GCP_SECRET_MANAGER_REGIONAL_ENDPOINT does not override it. */
+const DEFAULT_REGIONAL_ENDPOINT = 'secretmanager.{location}.rep.googleapis.com:443';
+const GLOBAL_VARIABLE = 'GCP_SECRET_MANAGER_ENDPOINT';
+const REGIONAL_VARIABLE = 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT';
 
 /** What GetSecretVersion says about a version, without reading its payload. */
 export interface GcpVersionState {
@@ -47,19 +51,36 @@ export interface GcpProvider extends Provider<GcpReference> {
 
 /**
  * GCP Secret Manager over gRPC. Credentials come from Application Default Credentials (GKE Workload
- * Identity through the metadata server, or GOOGLE_APPLICATION_CREDENTIALS). GCP_SECRET_MANAGER_ENDPOINT
- * overrides the endpoint: plaintext and without credentials on loopback (local fakes), TLS and ADC
- * elsewhere. The library's own retries are off: the agent retries with its deadline and backoff.
+ * Identity through the metadata server, or GOOGLE_APPLICATION_CREDENTIALS). A global secret is read
+ * from secretmanager.googleapis.com (GCP_SECRET_MANAGER_ENDPOINT overrides it), a regional one from its
+ * region's endpoint, secretmanager.LOCATION.rep.googleapis.com (GCP_SECRET_MANAGER_REGIONAL_ENDPOINT
+ * overrides it, `{location}` standing for the region): the global endpoint refuses regional names, and
+ * only the regional one keeps the request in the region. One client for the global endpoint and one
+ * per region read from, each made on first use.
+ * An override is plaintext and without credentials on loopback (local fakes), TLS and ADC elsewhere.
+ * The library's own retries are off: the agent retries with its deadline and backoff.
  */
 export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
-  const endpoint = parseEndpoint(process.env.GCP_SECRET_MANAGER_ENDPOINT);
+  const globalEndpoint = parseEndpoint(process.env[GLOBAL_VARIABLE], GLOBAL_VARIABLE);
+  const regionalTemplate = process.env[REGIONAL_VARIABLE] || undefined;
   const defaultProject = process.env.GCP_PROJECT || process.env.GOOGLE_CLOUD_PROJECT || undefined;
-  let client: SecretManagerServiceClient | undefined;
+  /** Keyed by location; '' is the global endpoint. */
+  const clients = new Map<string, SecretManagerServiceClient>();
   // GOOGLE_SDK_NODE_LOGGING makes the client log every response, payload bytes included. Off for good.
   loggingUtils.setBackend(null);
 
-  const clientFor = (): SecretManagerServiceClient => {
-    client ??= new SecretManagerServiceClient({
+  /** Where a secret in `location` (none: global) is read; undefined is the library's default. */
+  const endpointFor = (location: string | undefined): Endpoint | undefined =>
+    location === undefined
+      ? globalEndpoint
+      : parseEndpoint(regionalTemplate ?? DEFAULT_REGIONAL_ENDPOINT, REGIONAL_VARIABLE, location);
+
+  const clientFor = (location: string | undefined): SecretManagerServiceClient => {
+    const key = location ?? '';
+    let client = clients.get(key);
+    if (client) return client;
+    const endpoint = endpointFor(location);
+    client = new SecretManagerServiceClient({
       fallback: false,
       libName: 'secret-agent',
       libVersion: options.agentVersion,
@@ -71,6 +92,7 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
         ? { sslCreds: credentials.createInsecure(), universeDomain: 'googleapis.com' }
         : {}),
     });
+    clients.set(key, client);
     return client;
   };
 
@@ -79,12 +101,12 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
    * method called after that failed rejects a second, unhandled time inside the library, which would
    * crash the agent; so every call waits for the stub here first, and a failed client is replaced.
    */
-  const ready = async (): Promise<SecretManagerServiceClient> => {
-    const c = clientFor();
+  const ready = async (location: string | undefined): Promise<SecretManagerServiceClient> => {
+    const c = clientFor(location);
     try {
       await c.initialize();
     } catch (e) {
-      if (client === c) client = undefined;
+      if (clients.get(location ?? '') === c) clients.delete(location ?? '');
       throw e;
     }
     return c;
@@ -100,7 +122,8 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
         { transient: false },
       );
     }
-    return `projects/${project}/secrets/${ref.secret}/versions/${ref.version}`;
+    const location = ref.location === undefined ? '' : `/locations/${ref.location}`;
+    return `projects/${project}${location}/secrets/${ref.secret}/versions/${ref.version}`;
   };
 
   // The gRPC deadline is the attempt's budget: the server learns it too, and a hung call ends in time to retry.
@@ -113,7 +136,7 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
   const access = async (ref: GcpReference, ctx: FetchContext): Promise<SecretValue> => {
     const name = versionName(ref);
     try {
-      const [response] = await (await ready()).accessSecretVersion({ name }, callOptions(ctx));
+      const [response] = await (await ready(ref.location)).accessSecretVersion({ name }, callOptions(ctx));
       return toValue(response, name);
     } catch (e) {
       throw gcpError(e, name, ctx);
@@ -136,7 +159,7 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
     async describeVersion(ref, ctx) {
       const name = versionName(ref);
       try {
-        const [v] = await (await ready()).getSecretVersion({ name }, callOptions(ctx));
+        const [v] = await (await ready(ref.location)).getSecretVersion({ name }, callOptions(ctx));
         const returned = v.name ?? name;
         const state = String(v.state ?? 'STATE_UNSPECIFIED');
         return {
@@ -151,12 +174,19 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
         throw gcpError(e, name, ctx);
       }
     },
-    endpoint: () => (endpoint ? `${endpoint.servicePath}:${endpoint.port}` : DEFAULT_ENDPOINT),
+    endpoint(ref) {
+      try {
+        const endpoint = endpointFor(ref.location);
+        return endpoint ? `${endpoint.servicePath}:${endpoint.port}` : DEFAULT_ENDPOINT;
+      } catch {
+        return undefined; // A malformed override: the fetch reports it.
+      }
+    },
     async close() {
       // Awaited: an open gRPC channel keeps the process alive and its sockets open.
-      const closing = client;
-      client = undefined;
-      await closing?.close().catch(() => undefined);
+      const closing = [...clients.values()];
+      clients.clear();
+      await Promise.all(closing.map((c) => c.close().catch(() => undefined)));
     },
   };
   return provider;
@@ -172,19 +202,27 @@ interface Endpoint {
 const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
 
 /**
- * GCP_SECRET_MANAGER_ENDPOINT: `host:port`, plaintext on loopback and TLS elsewhere; `https://host:port`
- * forces TLS, `http://host:port` asks for plaintext, which only loopback may have (credentials or
- * values must never cross a network in the clear).
+ * An endpoint override (`variable` names it in errors): `host:port`, plaintext on loopback and TLS
+ * elsewhere; `https://host:port` forces TLS, `http://host:port` asks for plaintext, which only
+ * loopback may have (credentials or values must never cross a network in the clear). With a
+ * `location`, each `{location}` in the text is that region first.
  */
-export function parseEndpoint(text: string | undefined): Endpoint | undefined {
+export function parseEndpoint(
+  text: string | undefined,
+  variable: string = GLOBAL_VARIABLE,
+  location?: string,
+): Endpoint | undefined {
   if (text === undefined || text === '') return undefined;
-  const m = /^(?:(https?):\/\/)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(text);
+  const filled = location === undefined ? text : text.replaceAll('{location}', location);
+  const m = /^(?:(https?):\/\/)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(filled);
   const port = m?.[3] === undefined ? 443 : Number(m[3]);
   if (!m || port < 1 || port > 65_535) {
     throw new ProviderError(
       'invalid',
-      `GCP_SECRET_MANAGER_ENDPOINT ${quote(text)} is not host:port`,
-      'set it to host:port, e.g. 127.0.0.1:8085 for a local emulator, or unset it for secretmanager.googleapis.com',
+      `${variable} ${quote(text)} is not host:port`,
+      variable === REGIONAL_VARIABLE
+        ? 'set it to host:port, with {location} where the region goes, e.g. secretmanager.{location}.rep.example.internal:443, or unset it for secretmanager.{location}.rep.googleapis.com'
+        : 'set it to host:port, e.g. 127.0.0.1:8085 for a local emulator, or unset it for secretmanager.googleapis.com; a {location} placeholder belongs in GCP_SECRET_MANAGER_REGIONAL_ENDPOINT',
       { transient: false },
     );
   }
@@ -194,7 +232,7 @@ export function parseEndpoint(text: string | undefined): Endpoint | undefined {
   if (plaintext && !loopback) {
     throw new ProviderError(
       'invalid',
-      `GCP_SECRET_MANAGER_ENDPOINT ${quote(text)} asks for plaintext gRPC to a host that is not loopback`,
+      `${variable} ${quote(text)} asks for plaintext gRPC to a host that is not loopback`,
       'use TLS (drop http://, or write https://); plaintext is only for 127.0.0.1, ::1 or localhost',
       { transient: false },
     );
@@ -270,6 +308,8 @@ function retryInfo(e: unknown): { retryAfterMs?: number } {
 /** Maps gRPC status codes to reasons and fixes; the message is the API's own, which never carries a value. */
 function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
   if (e instanceof ProviderError) return e;
+  const regional = name.includes('/locations/');
+  const variable = regional ? REGIONAL_VARIABLE : GLOBAL_VARIABLE;
   const err = (e ?? {}) as { code?: unknown; details?: unknown; message?: unknown };
   const code = typeof err.code === 'number' ? err.code : undefined;
   const text = typeof err.details === 'string' && err.details !== '' ? err.details : String(err.message ?? e);
@@ -353,20 +393,18 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
       return new ProviderError('unavailable', detail, 'a Secret Manager fault; retried with backoff');
     case status.INVALID_ARGUMENT:
     case status.OUT_OF_RANGE:
+      // The global endpoint refuses a regional name, and a region's endpoint another region's.
       return new ProviderError(
         'invalid',
         detail,
-        'check the reference: projects/PROJECT/secrets/SECRET[/versions/VERSION]',
+        regional
+          ? `check the reference (projects/PROJECT/locations/LOCATION/secrets/SECRET[/versions/VERSION]) and, if ${REGIONAL_VARIABLE} is set, that it reaches the endpoint of that location`
+          : 'check the reference: projects/PROJECT/secrets/SECRET[/versions/VERSION]',
       );
     case status.UNIMPLEMENTED:
-      return new ProviderError(
-        'invalid',
-        detail,
-        'GCP_SECRET_MANAGER_ENDPOINT does not serve Secret Manager v1: check it',
-        {
-          transient: false,
-        },
-      );
+      return new ProviderError('invalid', detail, `${variable} does not serve Secret Manager v1: check it`, {
+        transient: false,
+      });
     case undefined:
       // Before any call: the client found no usable credentials (ADC found nothing, a bad key file).
       return new ProviderError(

@@ -46,6 +46,31 @@ describe('parseReference', () => {
     });
   });
 
+  it('reads a GCP regional secret: its location, in the long form only', () => {
+    assert.deepEqual(parseReference('projects/my-project/locations/europe-west4/secrets/db#user', 'F'), {
+      text: 'projects/my-project/locations/europe-west4/secrets/db#user',
+      key: 'user',
+      provider: 'gcp',
+      project: 'my-project',
+      location: 'europe-west4',
+      secret: 'db',
+      version: 'latest',
+    });
+    for (const location of ['us-central1', 'northamerica-northeast2', 'me-central2', 'africa-south1']) {
+      const ref = parseReference(`projects/123456/locations/${location}/secrets/db/versions/7`, 'F');
+      assert.deepEqual([ref.provider, (ref as { location?: string }).location], ['gcp', location]);
+    }
+    assert.equal(
+      (parseReference('projects/p-1234/secrets/db', 'F') as { location?: string }).location,
+      undefined,
+    );
+    assert.notEqual(
+      sourceKey(parseReference('projects/p-1234/secrets/db', 'F')),
+      sourceKey(parseReference('projects/p-1234/locations/us-east1/secrets/db', 'F')),
+      'a global and a regional secret of one id are two secrets',
+    );
+  });
+
   it('reads Vault and file references', () => {
     assert.deepEqual(parseReference('vault:secret/data/app?version=2#password', 'F'), {
       text: 'vault:secret/data/app?version=2#password',
@@ -92,6 +117,18 @@ describe('parseReference', () => {
     ['aws:x?versionStage', /malformed/],
     ['projects/P!/secrets/x', /not a GCP project/],
     ['projects/p/secrets/x/versions/', /not a GCP Secret Manager name/],
+    ['projects/p-1234/locations//secrets/x', /not a GCP Secret Manager name/],
+    ['projects/p-1234/locations/us-central1/secrets', /not a GCP Secret Manager name/],
+    ['gcp:locations/us-central1/secrets/x', /not a GCP Secret Manager name/],
+    [
+      'projects/p-1234/locations/US-CENTRAL1/secrets/x',
+      /location \(a value of 11 characters\) is not a GCP region: it has characters other than lowercase/,
+    ],
+    ['projects/p-1234/locations/us-east-1/secrets/x', /not a GCP region: a region is lowercase words/],
+    ['projects/p-1234/locations/us-central1-a/secrets/x', /not a GCP region/],
+    ['projects/p-1234/locations/europe/secrets/x', /not a GCP region/],
+    [`projects/p-1234/locations/${'a-'.repeat(40)}1/secrets/x`, /not a GCP region: it is over 63 characters/],
+    ['projects/p-1234/locations/global/secrets/x', /"global", but a global secret has no \/locations\/ part/],
     ['vault:secret/../sys', /not a Vault path/],
     ['vault:/secret/app', /not a Vault path/],
     ['vault:secret/app?version=0', /positive whole number/],
@@ -142,6 +179,8 @@ describe('parseReference', () => {
       `projects/p-1234/secrets/${pasted}!`,
       `gcp:x/versions/${pasted}!`,
       `gcp:${pasted}/x/y`,
+      `projects/p-1234/locations/${pasted}/secrets/x`,
+      `projects/p-1234/locations/us-central1/secrets/${pasted}!`,
       `vault:secret/${pasted}|`,
       `vault:secret/app?version=${pasted}`,
       `file:x?${pasted}=1`,

@@ -6,6 +6,14 @@
  * asked by project id, `latest` is the most recently created version whatever its state (so a
  * disabled newest version fails with FAILED_PRECONDITION, as users of the real API report), and
  * payloads carry data_crc32c. Faults can be queued per method; calls are counted per method.
+ *
+ * One fake is one endpoint. Without `location` it is the global one (secretmanager.googleapis.com):
+ * it holds global secrets and refuses a regional name with the INVALID_ARGUMENT users of the real
+ * API report. With `location` it is that region's endpoint (secretmanager.LOCATION.rep.googleapis.com):
+ * it holds that region's secrets, named `projects/P/locations/LOCATION/secrets/S`, and refuses a
+ * global name or another region's with INVALID_ARGUMENT (the real wording of that refusal is not
+ * documented; the status is what the agent reads). Two fakes side by side tell which endpoint a
+ * request really went to.
  */
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -38,11 +46,15 @@ export interface SeenCall {
   readonly apiClient: string;
   /** The authorization header as sent ('' when none). */
   readonly authorization: string;
+  /** The HTTP/2 :authority: the host name the client dialled (through a proxy too). */
+  readonly authority: string;
 }
 
 export interface FakeOptions {
   /** Serve TLS with this certificate (PEM) instead of plaintext. */
   readonly tls?: { readonly certChain: Buffer; readonly privateKey: Buffer };
+  /** Be the regional endpoint of this location (e.g. `europe-west4`) instead of the global one. */
+  readonly location?: string;
 }
 
 export interface GcpSecretManagerFake {
@@ -50,7 +62,11 @@ export interface GcpSecretManagerFake {
   readonly endpoint: string;
   /** The number the fake's names use for a project id. */
   projectNumber(projectId: string): string;
-  /** Adds a version (creating the secret if needed); returns its number. */
+  /** The location this fake is the regional endpoint of; undefined for the global endpoint. */
+  readonly location: string | undefined;
+  /**
+   * Adds a version (creating the secret if needed, in this fake's location); returns its number.
+   */
   addVersion(project: string, secret: string, data: string | Uint8Array, state?: VersionState): string;
   setState(project: string, secret: string, version: string, state: VersionState): void;
   setAlias(project: string, secret: string, alias: string, version: string): void;
@@ -174,11 +190,23 @@ export async function startGcpSecretManagerFake(options: FakeOptions = {}): Prom
     return s;
   };
 
+  /** `projects/P[/locations/L]/secrets/S[/versions/V]`, as this endpoint accepts it. */
+  const location = options.location;
+  const scope = location === undefined ? '' : `/locations/${location}`;
   const parse = (name: string, permission: string, withVersion: boolean) => {
     const m = withVersion
-      ? /^projects\/([^/]+)\/secrets\/([^/]+)\/versions\/([^/]+)$/.exec(name)
-      : /^projects\/([^/]+)\/secrets\/([^/]+)$/.exec(name);
+      ? /^projects\/([^/]+)(?:\/locations\/([^/]+))?\/secrets\/([^/]+)\/versions\/([^/]+)$/.exec(name)
+      : /^projects\/([^/]+)(?:\/locations\/([^/]+))?\/secrets\/([^/]+)$/.exec(name);
     if (!m) throw new RpcError(grpc.status.INVALID_ARGUMENT, `Invalid resource name [${name}].`);
+    if (m[2] !== location) {
+      const expected = `projects/*${location === undefined ? '' : '/locations/*'}/secrets/*${withVersion ? '/versions/*' : ''}`;
+      throw new RpcError(
+        grpc.status.INVALID_ARGUMENT,
+        location === undefined || m[2] === undefined
+          ? `The provided Secret ID [${name}] does not match the expected format [${expected}]`
+          : `The location [${m[2]}] of [${name}] is not the location of this regional endpoint [${location}].`,
+      );
+    }
     const number = knownProject(m[1]!);
     // The real API does not say whether a project exists to a caller without access to it.
     if (!number)
@@ -186,8 +214,8 @@ export async function startGcpSecretManagerFake(options: FakeOptions = {}): Prom
         grpc.status.PERMISSION_DENIED,
         `Permission '${permission}' denied for resource '${name}' (or it may not exist).`,
       );
-    const secretName = `projects/${number}/secrets/${m[2]!}`;
-    return { number, secretName, secret: secrets.get(`${number}/${m[2]!}`), version: m[3] };
+    const secretName = `projects/${number}${scope}/secrets/${m[3]!}`;
+    return { number, secretName, secret: secrets.get(`${number}/${m[3]!}`), version: m[4] };
   };
 
   const resolveVersion = (name: string, permission: string): { version: StoredVersion; name: string } => {
@@ -233,6 +261,7 @@ export async function startGcpSecretManagerFake(options: FakeOptions = {}): Prom
         userAgent: header('user-agent'),
         apiClient: header('x-goog-api-client'),
         authorization: header('authorization'),
+        authority: call.getHost(),
       });
       const fault = faults.get(method)?.shift();
       if (fault && 'code' in fault) {
@@ -312,6 +341,7 @@ export async function startGcpSecretManagerFake(options: FakeOptions = {}): Prom
   return {
     endpoint: `127.0.0.1:${port}`,
     projectNumber,
+    location,
     addVersion(project, secret, data, state = 'ENABLED') {
       const s = secretFor(project, secret, true)!;
       const number = s.versions.length + 1;

@@ -3,7 +3,7 @@
  * a local Secret Manager fake, and the built agent (dist/agent.js) end to end against the same fake.
  */
 import { spawnSync } from 'node:child_process';
-import { generateKeyPairSync, verify } from 'node:crypto';
+import { generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { crc32c } from '../../agent/providers/gcp-crc32c.ts';
 import { createGcpProvider, parseEndpoint, type GcpProvider } from '../../agent/providers/gcp.ts';
 import { ProviderError, type FetchOutcome } from '../../agent/providers/provider.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
+import { startConnectProxy } from '../support/connect-proxy.ts';
 import { AGENT_JS, memoryDir, ROOT, runAgent } from '../support/run-agent.ts';
 import { startGcpSecretManagerFake, type GcpSecretManagerFake } from '../fakes/gcp-secret-manager.ts';
 
@@ -50,6 +51,45 @@ function text(outcome: FetchOutcome | undefined): { value: string; version: stri
 }
 
 const ctx = () => ({ signal: AbortSignal.timeout(15_000) });
+
+/**
+ * A service-account key file for ADC. token_uri points at a closed loopback port: the client must
+ * sign its own JWT, never fetch a token.
+ */
+function writeServiceAccountKey(path: string, privateKey: KeyObject, email: string): void {
+  writeFileSync(
+    path,
+    JSON.stringify({
+      type: 'service_account',
+      project_id: PROJECT,
+      private_key_id: 'test-key-1',
+      private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }),
+      client_email: email,
+      client_id: '1',
+      token_uri: 'http://127.0.0.1:9/token',
+    }),
+  );
+}
+
+const ENDPOINT_VARIABLES = ['GCP_SECRET_MANAGER_ENDPOINT', 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT'] as const;
+
+/** A provider made with exactly these endpoint variables (it reads them once, when made). */
+function providerWith(endpoints: Partial<Record<(typeof ENDPOINT_VARIABLES)[number], string>>): GcpProvider {
+  const saved = ENDPOINT_VARIABLES.map((key) => [key, process.env[key]] as const);
+  for (const key of ENDPOINT_VARIABLES) {
+    const value = endpoints[key];
+    if (value === undefined) Reflect.deleteProperty(process.env, key);
+    else process.env[key] = value;
+  }
+  try {
+    return createGcpProvider({ pod: POD, agentVersion: '0.1.0' });
+  } finally {
+    for (const [key, value] of saved) {
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
+      else process.env[key] = value;
+    }
+  }
+}
 
 /**
  * No test may reach past loopback or find real credentials: the metadata server is pointed at a
@@ -110,6 +150,79 @@ describe('GCP_SECRET_MANAGER_ENDPOINT', () => {
       (e: unknown) => e instanceof ProviderError && /not host:port/.test(e.message),
     );
     assert.throws(() => parseEndpoint('grpc://x:1/y'), ProviderError);
+  });
+
+  it('GCP_SECRET_MANAGER_REGIONAL_ENDPOINT puts the region where {location} stands, and is checked after', () => {
+    const regional = 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT';
+    assert.deepEqual(parseEndpoint('sm-{location}.example.internal:8443', regional, 'europe-west4'), {
+      servicePath: 'sm-europe-west4.example.internal',
+      port: 8443,
+      plaintext: false,
+    });
+    assert.deepEqual(parseEndpoint('127.0.0.1:8085', regional, 'us-central1'), {
+      servicePath: '127.0.0.1',
+      port: 8085,
+      plaintext: true,
+    });
+    assert.throws(
+      () => parseEndpoint('http://{location}.example.internal', regional, 'us-central1'),
+      (e: unknown) =>
+        e instanceof ProviderError &&
+        e.message ===
+          `${regional} "http://{location}.example.internal" asks for plaintext gRPC to a host that is not loopback`,
+    );
+    assert.throws(
+      () => parseEndpoint('{region}.example.internal', regional, 'us-central1'),
+      (e: unknown) =>
+        e instanceof ProviderError &&
+        /^GCP_SECRET_MANAGER_REGIONAL_ENDPOINT .* is not host:port$/.test(e.message),
+    );
+    // The global variable has no region to put in: its error points at the regional one.
+    assert.throws(
+      () => parseEndpoint('secretmanager.{location}.rep.googleapis.com'),
+      (e: unknown) =>
+        e instanceof ProviderError &&
+        /^GCP_SECRET_MANAGER_ENDPOINT .* is not host:port$/.test(e.message) &&
+        /GCP_SECRET_MANAGER_REGIONAL_ENDPOINT/.test(e.fix),
+    );
+  });
+});
+
+describe('which endpoint a reference is read from', () => {
+  const global = ref('projects/my-project/secrets/db');
+  const regional = ref('projects/my-project/locations/europe-west4/secrets/db/versions/3');
+  const other = ref('gcp:db');
+
+  it('a global secret from secretmanager.googleapis.com, a regional one from its region’s endpoint', () => {
+    const provider = providerWith({});
+    assert.equal(provider.endpoint!(global), 'secretmanager.googleapis.com:443');
+    assert.equal(provider.endpoint!(other), 'secretmanager.googleapis.com:443');
+    assert.equal(provider.endpoint!(regional), 'secretmanager.europe-west4.rep.googleapis.com:443');
+    assert.equal(
+      provider.endpoint!(ref('projects/my-project/locations/us-central1/secrets/db')),
+      'secretmanager.us-central1.rep.googleapis.com:443',
+    );
+  });
+
+  it('each variable overrides its own kind of secret only; {location} stands for the region', () => {
+    const both = providerWith({
+      GCP_SECRET_MANAGER_ENDPOINT: 'psc-global.example.internal',
+      GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: 'https://psc-{location}.example.internal:8443',
+    });
+    assert.equal(both.endpoint!(global), 'psc-global.example.internal:443');
+    assert.equal(both.endpoint!(regional), 'psc-europe-west4.example.internal:8443');
+    const globalOnly = providerWith({ GCP_SECRET_MANAGER_ENDPOINT: '127.0.0.1:8085' });
+    assert.equal(globalOnly.endpoint!(global), '127.0.0.1:8085');
+    assert.equal(globalOnly.endpoint!(regional), 'secretmanager.europe-west4.rep.googleapis.com:443');
+    const oneServer = providerWith({ GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: '127.0.0.1:8086' });
+    assert.equal(oneServer.endpoint!(regional), '127.0.0.1:8086');
+    assert.equal(oneServer.endpoint!(global), 'secretmanager.googleapis.com:443');
+  });
+
+  it('names no endpoint for a malformed override (the fetch reports it), and never throws', () => {
+    const provider = providerWith({ GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: 'http://{location}.example' });
+    assert.equal(provider.endpoint!(regional), undefined);
+    assert.equal(provider.endpoint!(global), 'secretmanager.googleapis.com:443');
   });
 });
 
@@ -415,6 +528,143 @@ describe('GCP provider against the Secret Manager fake', () => {
   });
 });
 
+describe('GCP regional secrets: the global endpoint and a regional one, each its own fake', () => {
+  let global: GcpSecretManagerFake;
+  let europe: GcpSecretManagerFake;
+  let provider: GcpProvider;
+  const saved = new Map(Object.keys(NO_REAL_CREDENTIALS).map((key) => [key, process.env[key]]));
+  const values = { global: canary('gcp-global'), r1: canary('gcp-regional-1'), r2: canary('gcp-regional-2') };
+  const regionalRef = (rest: string) => ref(`projects/${PROJECT}/locations/europe-west4/secrets/${rest}`);
+
+  before(async () => {
+    global = await startGcpSecretManagerFake();
+    europe = await startGcpSecretManagerFake({ location: 'europe-west4' });
+    // One id, two secrets: a global one and a regional one, as GCP allows.
+    global.addVersion(PROJECT, 'db-password', values.global);
+    europe.addVersion(PROJECT, 'db-password', values.r1);
+    europe.addVersion(PROJECT, 'db-password', values.r2);
+    Object.assign(process.env, NO_REAL_CREDENTIALS);
+    provider = providerWith({
+      GCP_SECRET_MANAGER_ENDPOINT: global.endpoint,
+      GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: europe.endpoint,
+    });
+  });
+
+  after(async () => {
+    await provider.close();
+    await Promise.all([global.stop(), europe.stop()]);
+    for (const [key, value] of saved) {
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
+      else process.env[key] = value;
+    }
+  });
+
+  it('reads a regional secret from the regional endpoint by its full name, the global one of the same id from the global endpoint', async () => {
+    const [g0, e0] = [global.seen.length, europe.seen.length];
+    const out = await provider.fetch(
+      [
+        regionalRef('db-password'),
+        ref(`projects/${PROJECT}/secrets/db-password`),
+        regionalRef('db-password/versions/1'),
+      ],
+      ctx(),
+    );
+    assert.deepEqual(text(out[0]), { value: values.r2, version: '2' });
+    assert.deepEqual(text(out[1]), { value: values.global, version: '1' });
+    assert.deepEqual(text(out[2]), { value: values.r1, version: '1' });
+    assert.deepEqual(
+      europe.seen
+        .slice(e0)
+        .map((c) => c.name)
+        .sort(),
+      [
+        `projects/${PROJECT}/locations/europe-west4/secrets/db-password/versions/1`,
+        `projects/${PROJECT}/locations/europe-west4/secrets/db-password/versions/latest`,
+      ],
+    );
+    assert.deepEqual(
+      global.seen.slice(g0).map((c) => c.name),
+      [`projects/${PROJECT}/secrets/db-password/versions/latest`],
+    );
+    assert.match(europe.seen.at(-1)!.userAgent, /^secret-agent\/0\.1\.0 k8s-pod\/payments\.api-7d9f /);
+  });
+
+  it('describeVersion reads a regional secret’s version from its endpoint, with the location in the name', async () => {
+    const v = await provider.describeVersion(regionalRef('db-password'), ctx());
+    assert.equal(v.version, '2');
+    assert.equal(v.state, 'ENABLED');
+    assert.equal(
+      v.name,
+      `projects/${europe.projectNumber(PROJECT)}/locations/europe-west4/secrets/db-password/versions/2`,
+    );
+    assert.equal(europe.seen.at(-1)!.method, 'GetSecretVersion');
+  });
+
+  it('maps NOT_FOUND for a secret the region does not hold, though the global endpoint holds one of that id', async () => {
+    global.addVersion(PROJECT, 'only-global', canary('only-global'));
+    const [out] = await provider.fetch([regionalRef('only-global')], ctx());
+    const error = failure(out);
+    assert.equal(error.reason, 'not-found');
+    assert.match(
+      error.message,
+      /^NOT_FOUND: Secret \[projects\/\d+\/locations\/europe-west4\/secrets\/only-global\] not found/,
+    );
+  });
+
+  it('an override that sends a region’s secrets elsewhere gets INVALID_ARGUMENT, and the fix names the variable', async () => {
+    // The one-server override reaches europe-west4's endpoint for a us-central1 secret…
+    const [wrongRegion] = await provider.fetch(
+      [ref(`projects/${PROJECT}/locations/us-central1/secrets/db-password`)],
+      ctx(),
+    );
+    // …and an override pointing regional secrets at the global endpoint gets the global refusal.
+    const misrouted = providerWith({ GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: global.endpoint });
+    try {
+      const [atGlobal] = await misrouted.fetch([regionalRef('db-password')], ctx());
+      assert.match(
+        failure(atGlobal).message,
+        /^INVALID_ARGUMENT: The provided Secret ID \[projects\/my-project\/locations\/europe-west4\/secrets\/db-password\/versions\/latest\] does not match the expected format \[projects\/\*\/secrets\/\*\/versions\/\*\]$/,
+      );
+      for (const error of [failure(wrongRegion), failure(atGlobal)]) {
+        assert.equal(error.reason, 'invalid');
+        assert.equal(error.transient, false);
+        assert.match(error.fix, /GCP_SECRET_MANAGER_REGIONAL_ENDPOINT/);
+      }
+    } finally {
+      await misrouted.close();
+    }
+  });
+
+  it('a malformed regional override fails the regional secrets only, before any call, naming the variable', async () => {
+    const bad = providerWith({
+      GCP_SECRET_MANAGER_ENDPOINT: global.endpoint,
+      GCP_SECRET_MANAGER_REGIONAL_ENDPOINT: 'http://secretmanager.{location}.example.internal',
+    });
+    const calls = europe.seen.length + global.seen.length;
+    try {
+      const [regional, globalOne] = await bad.fetch(
+        [regionalRef('db-password'), ref(`projects/${PROJECT}/secrets/db-password`)],
+        ctx(),
+      );
+      const error = failure(regional);
+      assert.equal(error.reason, 'invalid');
+      assert.equal(error.transient, false);
+      assert.match(
+        error.message,
+        /^GCP_SECRET_MANAGER_REGIONAL_ENDPOINT ".*" asks for plaintext gRPC to a host that is not loopback$/,
+      );
+      assert.equal(text(globalOne).value, values.global);
+      assert.equal(
+        europe.seen.length + global.seen.length,
+        calls + 1,
+        'only the global secret was asked for',
+      );
+    } finally {
+      await bad.close();
+    }
+  });
+});
+
 describe('the built agent with a GCP secret', () => {
   let fake: GcpSecretManagerFake;
 
@@ -559,19 +809,7 @@ describe('the built agent over TLS with Application Default Credentials (a servi
     fake = await startGcpSecretManagerFake({
       tls: { certChain: readFileSync(join(work, 'ca.pem')), privateKey: readFileSync(join(work, 'key.pem')) },
     });
-    // token_uri points at a closed loopback port: the client must sign its own JWT, never fetch a token.
-    writeFileSync(
-      join(work, 'sa.json'),
-      JSON.stringify({
-        type: 'service_account',
-        project_id: PROJECT,
-        private_key_id: 'test-key-1',
-        private_key: serviceAccount.privateKey.export({ type: 'pkcs8', format: 'pem' }),
-        client_email: email,
-        client_id: '1',
-        token_uri: 'http://127.0.0.1:9/token',
-      }),
-    );
+    writeServiceAccountKey(join(work, 'sa.json'), serviceAccount.privateKey, email);
   });
 
   after(async () => {
@@ -612,5 +850,92 @@ describe('the built agent over TLS with Application Default Credentials (a servi
       ),
       'the JWT is signed by the service account key',
     );
+  });
+});
+
+describe('the built agent dials each secret’s own endpoint by its real name (TLS, through a CONNECT proxy)', () => {
+  // No endpoint override: the agent dials secretmanager.googleapis.com and
+  // secretmanager.europe-west4.rep.googleapis.com itself, TLS checks the certificate against those names,
+  // and a forward proxy (grpc_proxy) lands each tunnel on the fake standing for that endpoint. Which
+  // host the agent chose is what the proxy was asked and the :authority each fake saw.
+  const GLOBAL_HOST = 'secretmanager.googleapis.com';
+  const EUROPE_HOST = 'secretmanager.europe-west4.rep.googleapis.com';
+  let global: GcpSecretManagerFake;
+  let europe: GcpSecretManagerFake;
+  let proxy: Awaited<ReturnType<typeof startConnectProxy>>;
+  let work: string;
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'gcp-regional-'));
+    const ssl = selfSignedCertificate(GLOBAL_HOST, `DNS:${GLOBAL_HOST},DNS:${EUROPE_HOST}`);
+    writeFileSync(join(work, 'ca.pem'), ssl.cert);
+    const tls = { certChain: Buffer.from(ssl.cert), privateKey: Buffer.from(ssl.key) };
+    global = await startGcpSecretManagerFake({ tls });
+    europe = await startGcpSecretManagerFake({ tls, location: 'europe-west4' });
+    proxy = await startConnectProxy({
+      [`${GLOBAL_HOST}:443`]: global.endpoint,
+      [`${EUROPE_HOST}:443`]: europe.endpoint,
+    });
+    const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+    writeServiceAccountKey(join(work, 'sa.json'), key, 'secret-agent@my-project.iam.gserviceaccount.com');
+  });
+
+  after(async () => {
+    await Promise.all([global.stop(), europe.stop(), proxy.stop()]);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  const agentEnv = (dir: string, refs: readonly string[]) => ({
+    GCE_METADATA_HOST: NO_REAL_CREDENTIALS.GCE_METADATA_HOST,
+    GCE_METADATA_IP: NO_REAL_CREDENTIALS.GCE_METADATA_IP,
+    GOOGLE_APPLICATION_CREDENTIALS: join(work, 'sa.json'),
+    GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: join(work, 'ca.pem'),
+    grpc_proxy: proxy.url,
+    INIT_DEADLINE: '15s',
+    SECRETS_DIR: dir,
+    ...Object.fromEntries(
+      refs.flatMap((r, i) => [
+        [`SECRET_${i}_REF`, r],
+        [`SECRET_${i}_FILENAME`, `s${i}`],
+      ]),
+    ),
+  });
+
+  it('reads a regional secret from its region’s endpoint and a global one of the same id from the global endpoint', async () => {
+    const values = { global: canary('e2e-global'), europe: canary('e2e-europe') };
+    global.addVersion(PROJECT, 'api-key', values.global);
+    europe.addVersion(PROJECT, 'api-key', values.europe);
+    using dir = memoryDir();
+    const run = await runAgent(
+      agentEnv(dir.path, [
+        `projects/${PROJECT}/locations/europe-west4/secrets/api-key`,
+        `projects/${PROJECT}/secrets/api-key`,
+      ]),
+    );
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(readFileSync(join(dir.path, 's0'), 'utf8'), values.europe);
+    assert.equal(readFileSync(join(dir.path, 's1'), 'utf8'), values.global);
+
+    assert.deepEqual([...new Set(proxy.asked)].sort(), [`${EUROPE_HOST}:443`, `${GLOBAL_HOST}:443`]);
+    const regional = europe.seen.at(-1)!;
+    assert.equal(regional.name, `projects/${PROJECT}/locations/europe-west4/secrets/api-key/versions/latest`);
+    assert.match(regional.authority, /^secretmanager\.europe-west4\.rep\.googleapis\.com(?::443)?$/);
+    assert.match(regional.authorization, /^Bearer /);
+    assert.match(global.seen.at(-1)!.authority, /^secretmanager\.googleapis\.com(?::443)?$/);
+    assert.equal(global.seen.at(-1)!.name, `projects/${PROJECT}/secrets/api-key/versions/latest`);
+  });
+
+  it('names the regional endpoint in a failure', async () => {
+    using dir = memoryDir();
+    const run = await runAgent(
+      agentEnv(dir.path, [`projects/${PROJECT}/locations/europe-west4/secrets/absent`]),
+    );
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /not-found: NOT_FOUND: Secret \[projects\/\d+\/locations\/europe-west4\/secrets\/absent\]/,
+    );
+    assert.match(run.stderr, /endpoint: secretmanager\.europe-west4\.rep\.googleapis\.com:443/);
+    assert.deepEqual(readdirSync(dir.path), []);
   });
 });

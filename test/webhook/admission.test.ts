@@ -513,6 +513,20 @@ describe('denials name the annotation and the fix', () => {
       /use one of: arn:aws:secretsmanager/,
     ],
     [
+      'GCP regional secret in a location that is no region',
+      { 'secret-agent.io/secret-a': 'projects/my-project/locations/us-east-1/secrets/db' },
+      {},
+      'secret-agent.io/secret-a',
+      /the location \(a value of 9 characters\) is not a GCP region: .*Fix: use the region the regional secret was created in, e\.g\. us-central1/,
+    ],
+    [
+      'GCP global secret written with locations/global',
+      { 'secret-agent.io/secret-a': 'projects/my-project/locations/global/secrets/db' },
+      {},
+      'secret-agent.io/secret-a',
+      /Fix: write a global secret as projects\/PROJECT\/secrets\/SECRET/,
+    ],
+    [
       'bad mode',
       { ...ok, 'secret-agent.io/mode': 'both' },
       {},
@@ -1246,6 +1260,11 @@ describe('pods that cannot work are refused at admission', () => {
       [{ 'secret-agent.io/secret-db': 'gcp:db', 'secret-agent.io/gcp-project': 'my-project' }, {}],
       [{ 'secret-agent.io/secret-db': 'gcp:db' }, { AGENT_GCP_PROJECT: 'my-project' }],
       [{ 'secret-agent.io/secret-db': 'projects/my-project/secrets/db' }, {}],
+      // A regional secret names its project and region: nothing else is needed.
+      [
+        { 'secret-agent.io/secret-db': 'projects/my-project/locations/europe-west4/secrets/db/versions/2' },
+        {},
+      ],
       [{ 'secret-agent.io/secret-db': 'vault:secret/data/db', 'secret-agent.io/vault-role': 'db' }, vault],
       [{ 'secret-agent.io/secret-db': 'vault:secret/data/db' }, { ...vault, AGENT_VAULT_ROLE: 'apps' }],
     ];
