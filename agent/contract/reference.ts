@@ -50,6 +50,11 @@ export interface VaultReference extends ReferenceBase {
   readonly path: string;
   /** KV v2 version to read; absent means the current one. */
   readonly version?: number;
+  /**
+   * Vault Enterprise / HCP namespace to read in (`?namespace=team-a`), instead of VAULT_NAMESPACE;
+   * `''` is the root namespace (`?namespace=root`). Absent: VAULT_NAMESPACE.
+   */
+  readonly namespace?: string;
 }
 
 export interface FileReference extends ReferenceBase {
@@ -97,9 +102,9 @@ export const REFERENCE_FORMS: readonly { provider: ProviderName; form: string; m
   },
   {
     provider: 'vault',
-    form: 'vault:PATH[?version=N]',
+    form: 'vault:PATH[?version=N&namespace=NS]',
     meaning:
-      'HashiCorp Vault logical path, e.g. `vault:secret/data/app` (KV v2), `vault:database/creds/app`.',
+      'HashiCorp Vault logical path, e.g. `vault:secret/data/app` (KV v2), `vault:database/creds/app`. Each option is optional: `version` picks a KV v2 version, `namespace` reads in that Vault Enterprise namespace instead of VAULT_NAMESPACE (`root` for the root namespace).',
   },
   { provider: 'file', form: 'file:PATH', meaning: 'A local file (demos, local runs, tests).' },
   {
@@ -133,7 +138,7 @@ const VAULT_SEGMENT = /^[A-Za-z0-9_.@+=:-]+$/;
 const EXEC_HELPER = /^[A-Za-z0-9._-]{1,255}$/;
 const MAX_REFERENCE = 2048;
 /** Every option any form takes: only these names are ever quoted back (they are our words). */
-const OPTION_NAMES = ['versionStage', 'versionId', 'version'];
+const OPTION_NAMES = ['versionStage', 'versionId', 'version', 'namespace'];
 /** How each form starts, for the error of a text that starts with none of them. */
 const PREFIXES = 'arn:, aws:, projects/, gcp:, vault:, file: or exec:';
 
@@ -279,7 +284,7 @@ export function parseReference(text: string, field: string): SecretReference {
         'use a path relative to /v1/ without leading or doubled slashes or dot segments, e.g. vault:secret/data/app',
       );
     }
-    onlyOptions(['version']);
+    onlyOptions(['version', 'namespace']);
     const version = options.get('version');
     if (version !== undefined && !/^[1-9]\d{0,9}$/.test(version)) {
       fail(
@@ -287,11 +292,23 @@ export function parseReference(text: string, field: string): SecretReference {
         'use ?version=N with N ≥ 1, or drop it for the current one',
       );
     }
+    const namespaceText = options.get('namespace');
+    let namespace: string | undefined;
+    if (namespaceText !== undefined) {
+      const parsed = parseVaultNamespace(namespaceText);
+      if (typeof parsed !== 'string')
+        return fail(
+          `namespace ${valueShape(namespaceText)} is not a Vault namespace: ${parsed.problem}`,
+          'use the namespace path as `vault namespace list` shows it, e.g. ?namespace=team-a or ?namespace=admin/team-a (root for the root namespace)',
+        );
+      namespace = parsed;
+    }
     return {
       ...base,
       provider: 'vault',
       path,
       ...(version === undefined ? {} : { version: Number(version) }),
+      ...(namespace === undefined ? {} : { namespace }),
     };
   }
   if (rest.startsWith('file:')) {
@@ -345,6 +362,37 @@ function vaultPathProblem(segments: readonly string[]): string {
   if (segments.some((s) => s === '')) return 'it is empty or has a leading, trailing or doubled /';
   if (segments.some((s) => s === '.' || s === '..')) return 'it has a . or .. segment';
   return 'it has characters other than letters, digits and _.@+=:-';
+}
+
+/** Names Vault reserves, which no namespace may take (`root` alone names the root namespace). */
+const RESERVED_NAMESPACE_SEGMENTS = new Set([
+  '.',
+  '..',
+  'root',
+  'sys',
+  'audit',
+  'auth',
+  'cubbyhole',
+  'identity',
+]);
+
+/**
+ * A Vault Enterprise namespace path (`team-a`, `admin/team-a/`, as VAULT_NAMESPACE and
+ * X-Vault-Namespace take it): the path without leading or trailing slashes, `''` for `root` (the
+ * root namespace); or which rule it breaks, in words that do not repeat it.
+ */
+export function parseVaultNamespace(text: string): string | { readonly problem: string } {
+  const trimmed = text.replace(/^\/+|\/+$/g, '');
+  if (trimmed === 'root') return '';
+  const segments = trimmed.split('/');
+  if (trimmed === '' || segments.some((s) => s === '')) return { problem: 'it is empty or has a doubled /' };
+  if (segments.some((s) => RESERVED_NAMESPACE_SEGMENTS.has(s)))
+    return {
+      problem: 'a segment is a name Vault reserves (., .., root, sys, audit, auth, cubbyhole, identity)',
+    };
+  if (segments.some((s) => !VAULT_SEGMENT.test(s)))
+    return { problem: 'it has characters other than letters, digits, / and _.@+=:-' };
+  return trimmed;
 }
 
 function parseOptions(query: string, fail: (problem: string, fix: string) => never): Map<string, string> {

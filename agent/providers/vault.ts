@@ -43,7 +43,12 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
   const settings = parseVaultSettings(deps.env ?? process.env);
   const clock = deps.clock ?? systemClock;
   const api = createVaultApi(settings, userAgent(options));
-  const session = new VaultSession(api, createAuthenticator(settings.auth), clock);
+  const session = new VaultSession(
+    api,
+    createAuthenticator(settings.auth, settings.authNamespace),
+    clock,
+    settings.authNamespace,
+  );
   const mounts = new KvMounts(api, settings.kvVersion);
 
   const readOne = async (ref: VaultReference, signal: AbortSignal): Promise<SecretValue> => {
@@ -51,18 +56,26 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
     // A dynamic secret whose lease is still being renewed: fetching again would mint new credentials.
     const leased = session.leases.reusable(key);
     if (leased) return leased;
+    const namespace = ref.namespace ?? settings.namespace;
     const token = await session.token(signal);
-    const plan = await mounts.plan(ref, token, signal);
+    const plan = await mounts.plan(ref, token, namespace, signal);
     let answer: VaultEnvelope;
     try {
-      answer = await api.read(plan.apiPath, token, signal);
+      answer = await api.read(plan.apiPath, { token, namespace, signal });
     } catch (e) {
       if (e instanceof VaultResponseError && e.status === 403) await session.recheck(token, signal);
-      throw readError(e, ref, plan, session);
+      throw readError(e, ref, plan, namespace, settings.authNamespace, session);
     }
     const value = toValue(answer, plan, ref);
     if (answer.lease_id && (answer.lease_duration ?? 0) > 0) {
-      session.leases.track(key, answer.lease_id, answer.lease_duration!, answer.renewable === true, value);
+      session.leases.track(
+        key,
+        answer.lease_id,
+        namespace,
+        answer.lease_duration!,
+        answer.renewable === true,
+        value,
+      );
       session.reschedule();
     }
     return value;
@@ -77,18 +90,20 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
   const peekOne = async (ref: VaultReference, signal: AbortSignal): Promise<string | undefined> => {
     if (session.leases.reusable(sourceKey(ref))) return undefined;
     if (ref.version !== undefined) return String(ref.version); // a pinned KV v2 version never changes
+    const namespace = ref.namespace ?? settings.namespace;
     const token = await session.token(signal);
-    const plan = await mounts.plan(ref, token, signal);
+    const plan = await mounts.plan(ref, token, namespace, signal);
     const mount = plan.mount;
     if (plan.shape !== 'kv2' || !mount || !plan.apiPath.startsWith(`${mount}data/`)) return undefined;
     const path = `${mount}metadata/${plan.apiPath.slice(mount.length + 5)}`;
-    if (metadataDenied.has(path)) return undefined;
+    const deniedKey = `${namespace}\0${path}`;
+    if (metadataDenied.has(deniedKey)) return undefined;
     let answer: VaultEnvelope;
     try {
-      answer = await api.read(path, token, signal);
+      answer = await api.read(path, { token, namespace, signal });
     } catch (e) {
       // Without `read` on the metadata path, stop asking: a denied request every cycle only fills the audit log.
-      if (e instanceof VaultResponseError && e.status === 403) metadataDenied.add(path);
+      if (e instanceof VaultResponseError && e.status === 403) metadataDenied.add(deniedKey);
       return undefined;
     }
     const current = isObject(answer.data) ? answer.data.current_version : undefined;
@@ -163,8 +178,22 @@ function toValue(answer: VaultEnvelope, plan: ReadPlan, ref: VaultReference): Se
   return { bytes, version };
 }
 
-function readError(e: unknown, ref: VaultReference, plan: ReadPlan, session: VaultSession): ProviderError {
-  const where = `read ${plan.apiPath}${plan.mount ? ` (mount ${plan.mount}${plan.shape === 'kv2' ? ', KV v2' : ''})` : ''}`;
+function readError(
+  e: unknown,
+  ref: VaultReference,
+  plan: ReadPlan,
+  namespace: string,
+  tokenNamespace: string,
+  session: VaultSession,
+): ProviderError {
+  const inNamespace = namespace === '' ? '' : ` in namespace ${JSON.stringify(namespace)}`;
+  const where = `read ${plan.apiPath}${inNamespace}${plan.mount ? ` (mount ${plan.mount}${plan.shape === 'kv2' ? ', KV v2' : ''})` : ''}`;
+  const path = plan.apiPath.replace(/\?.*$/, '');
+  const policyPath = pathForPolicies(namespace, tokenNamespace, path);
+  const denied =
+    policyPath !== undefined
+      ? session.deniedFix(policyPath)
+      : `the token is from namespace ${JSON.stringify(tokenNamespace || 'root')} (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE), and Vault accepts a token only in its own namespace and the ones below it: log in in ${JSON.stringify(namespace || 'root')} or a parent of it`;
   if (e instanceof VaultResponseError) {
     if (e.status === 404) {
       const metadata = (
@@ -195,12 +224,21 @@ function readError(e: unknown, ref: VaultReference, plan: ReadPlan, session: Vau
       );
     }
     if (e.status === 403) {
-      return vaultError(
-        e,
-        `${where} with ${session.authDescription}`,
-        session.deniedFix(plan.apiPath.replace(/\?.*$/, '')),
-      );
+      return vaultError(e, `${where} with ${session.authDescription}`, denied);
     }
   }
-  return vaultError(e, where, session.deniedFix(plan.apiPath));
+  return vaultError(e, where, denied);
+}
+
+/**
+ * `path` in namespace `namespace` as the policies of a token from `tokenNamespace` name it: a
+ * parent namespace's policy writes a child's paths with the child's name in front
+ * (`team-a/secret/data/app`). Undefined when the token's namespace is neither that one nor a parent.
+ */
+function pathForPolicies(namespace: string, tokenNamespace: string, path: string): string | undefined {
+  if (namespace === tokenNamespace) return path;
+  if (tokenNamespace === '') return `${namespace}/${path}`;
+  if (namespace.startsWith(`${tokenNamespace}/`))
+    return `${namespace.slice(tokenNamespace.length + 1)}/${path}`;
+  return undefined;
 }

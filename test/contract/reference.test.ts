@@ -102,6 +102,22 @@ describe('parseReference', () => {
     });
   });
 
+  it('reads a Vault namespace option as a namespace path; root is the root namespace', () => {
+    assert.deepEqual(parseReference('vault:secret/data/app?namespace=team-a/&version=3', 'F'), {
+      text: 'vault:secret/data/app?namespace=team-a/&version=3',
+      provider: 'vault',
+      path: 'secret/data/app',
+      version: 3,
+      namespace: 'team-a',
+    });
+    const nested = parseReference('vault:secret/app?namespace=admin/team-a#k', 'F');
+    assert.equal(nested.provider === 'vault' && nested.namespace, 'admin/team-a');
+    const root = parseReference('vault:secret/app?namespace=root', 'F');
+    assert.equal(root.provider === 'vault' && root.namespace, '');
+    // Another namespace is another secret: its own fetch.
+    assert.notEqual(sourceKey(nested), sourceKey(parseReference('vault:secret/app#k', 'F')));
+  });
+
   const bad: [string, RegExp][] = [
     ['', /empty/],
     ['s3://bucket/key', /not a reference this agent understands/],
@@ -146,6 +162,11 @@ describe('parseReference', () => {
     ['exec:sh!/x', /characters other than letters, digits and \._-/],
     ['exec:helper/--help', /starts with -/],
     ['exec:helper/x?version=1', /option "version" is not known/],
+    ['vault:secret/app?namespace=team-a//b', /not a Vault namespace: it is empty or has a doubled \//],
+    ['vault:secret/app?namespace=admin/sys', /a segment is a name Vault reserves/],
+    ['vault:secret/app?namespace=team%20a', /characters other than/],
+    ['vault:secret/app?namespace=a&namespace=b', /option "namespace" is given twice/],
+    ['aws:x?namespace=team-a', /option "namespace" is not known for this kind of reference/],
   ];
   for (const [text, problem] of bad) {
     it(`rejects ${JSON.stringify(text)} naming the field and a fix`, () => {
@@ -183,6 +204,8 @@ describe('parseReference', () => {
       `projects/p-1234/locations/us-central1/secrets/${pasted}!`,
       `vault:secret/${pasted}|`,
       `vault:secret/app?version=${pasted}`,
+      `vault:secret/app?namespace=${pasted}|`,
+      `vault:secret/app?namespace=sys/${pasted}`,
       `file:x?${pasted}=1`,
       `exec:${pasted}!/x`,
       `exec:helper/-${pasted}`,

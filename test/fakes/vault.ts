@@ -11,7 +11,13 @@
  *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
  *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
  *     404 {"errors":[]} for nothing at a path;
- *   - namespaces: X-Vault-Namespace prefixes mounts, and a token is valid only in its namespace;
+ *   - namespaces (Vault Enterprise, HCP): the X-Vault-Namespace header decides where a request goes;
+ *     mounts, auth methods, policies, tokens and leases belong to one namespace. A token is valid in
+ *     its own namespace and the ones below it, where its policies name paths with the child's name in
+ *     front (`team-a/secret/data/app` in a root policy); anywhere else it gets 403 permission denied.
+ *     A login at a mount the namespace does not have is 403 permission denied, as the real server
+ *     answers an unauthenticated request to a path no mount serves. A lease is known only in the
+ *     namespace it was issued in (400 lease not found elsewhere);
  *   - injectable faults (429 with Retry-After, 503 sealed, 500), and counters of requests per path.
  * Expiry follows an injectable ManualClock that tests advance instead of waiting. Every answer uses
  * Vault's envelope: {request_id, lease_id, renewable, lease_duration, data, wrap_info, warnings, auth, mount_type}.
@@ -83,6 +89,7 @@ interface Token {
 
 interface Lease {
   readonly id: string;
+  readonly namespace: string;
   readonly owner: string;
   readonly issuedAt: number;
   readonly durationSec: number;
@@ -236,9 +243,12 @@ export class FakeVault {
 
   // ---- setup -------------------------------------------------------------------------------
 
-  /** A policy: path globs (`*` at the end, `+` for one segment) to capabilities. */
-  policy(name: string, rules: Record<string, Capability[]>): void {
-    this.#policies.set(name, rules);
+  /**
+   * A policy: path globs (`*` at the end, `+` for one segment) to capabilities. Policies live in a
+   * namespace (default: root); a token's policies are those of its own namespace.
+   */
+  policy(name: string, rules: Record<string, Capability[]>, namespace = ''): void {
+    this.#policies.set(join(namespace, name), rules);
   }
 
   /** Mounts a KV engine at `path` (with a namespace: `ns/path`). */
@@ -372,7 +382,9 @@ export class FakeVault {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://vault');
     const path = url.pathname.startsWith('/v1/') ? url.pathname.slice(4) : url.pathname;
-    const namespace = String(req.headers['x-vault-namespace'] ?? '').replace(/^\/+|\/+$/g, '');
+    const header = String(req.headers['x-vault-namespace'] ?? '').replace(/^\/+|\/+$/g, '');
+    // Vault reserves `root` as the name of the root namespace.
+    const namespace = header === 'root' ? '' : header;
     const tokenHeader = req.headers['x-vault-token'];
     const token = typeof tokenHeader === 'string' && tokenHeader !== '' ? tokenHeader : undefined;
     const method = req.method ?? 'GET';
@@ -440,7 +452,8 @@ export class FakeVault {
 
     const token = this.#validToken(tokenText, namespace);
     const allow = (p: string, capability: Capability): void => {
-      if (!this.#allowed(token, p, capability)) throw denied();
+      // #validToken made sure the token's namespace is this one or a parent.
+      if (!this.#allowed(token, policyPath(namespace, token.namespace, p)!, capability)) throw denied();
     };
 
     if (path === 'auth/token/lookup-self' && method === 'GET') {
@@ -453,11 +466,11 @@ export class FakeVault {
     }
     if (path === 'sys/leases/renew' && write) {
       allow(path, 'update');
-      return this.#renewLease(input);
+      return this.#renewLease(namespace, input);
     }
     if (path === 'sys/leases/lookup' && write) {
       allow(path, 'update');
-      const lease = this.#liveLease(String(input.lease_id ?? ''));
+      const lease = this.#liveLease(String(input.lease_id ?? ''), namespace);
       if (!lease) throw new VaultHttpError(400, ['invalid lease']);
       const now = this.clock.now();
       return {
@@ -486,7 +499,7 @@ export class FakeVault {
       case 'kv':
         return mount.version === 1 ? this.#readKv1(mount, rest) : this.#readKv2(mount, rest, query);
       case 'database':
-        return this.#issueCreds(mount, path, rest, token);
+        return this.#issueCreds(mount, namespace, path, rest, token);
     }
   }
 
@@ -556,6 +569,7 @@ export class FakeVault {
 
   #issueCreds(
     mount: Extract<Mount, { type: 'database' }>,
+    namespace: string,
     path: string,
     rest: string,
     token: Token,
@@ -567,6 +581,7 @@ export class FakeVault {
     const now = this.clock.now();
     const lease: Lease = {
       id: `${path}/${randomBytes(12).toString('base64url')}`,
+      namespace,
       owner: token.token,
       issuedAt: now,
       durationSec: role.ttlSec,
@@ -586,8 +601,8 @@ export class FakeVault {
     };
   }
 
-  #renewLease(input: Record<string, unknown>): { body: unknown } {
-    const lease = this.#liveLease(String(input.lease_id ?? ''));
+  #renewLease(namespace: string, input: Record<string, unknown>): { body: unknown } {
+    const lease = this.#liveLease(String(input.lease_id ?? ''), namespace);
     if (!lease) throw new VaultHttpError(400, ['lease not found']);
     if (!lease.renewable) throw new VaultHttpError(400, ['lease is not renewable']);
     const now = this.clock.now();
@@ -634,10 +649,8 @@ export class FakeVault {
 
   #login(namespace: string, mountPath: string, input: Record<string, unknown>): unknown {
     const mount = this.#authMounts.get(join(namespace, mountPath));
-    if (!mount)
-      throw new VaultHttpError(400, [
-        `no handler for route "auth/${mountPath}/login". route entry not found.`,
-      ]);
+    // No mount serves the path, so the request needs a token, and a login carries none.
+    if (!mount) throw denied();
     let role: LoginRole;
     switch (mount.type) {
       case 'kubernetes': {
@@ -684,9 +697,10 @@ export class FakeVault {
     const relative = fullPath.slice(namespace ? namespace.length + 1 : 0);
     // As the real endpoint: any capability on any path inside the mount lets the token see it.
     const policies = this.#policiesOf(token);
+    const seen = policyPath(namespace, token.namespace, relative)!;
     const inside = policies.some((rules) =>
       Object.keys(rules).some(
-        (glob) => glob.startsWith(relative) || relative.startsWith(glob.replace(/[*+].*$/, '')),
+        (glob) => glob.startsWith(seen) || seen.startsWith(glob.replace(/[*+].*$/, '')),
       ),
     );
     if (!inside) throw denied();
@@ -729,9 +743,11 @@ export class FakeVault {
     return token;
   }
 
+  /** A token works in its own namespace and in the namespaces below it. */
   #validToken(text: string | undefined, namespace: string): Token {
     const token = text === undefined ? undefined : this.#tokens.get(text);
-    if (!token || !this.#tokenAlive(token) || token.namespace !== namespace) throw denied();
+    if (!token || !this.#tokenAlive(token) || policyPath(namespace, token.namespace, '') === undefined)
+      throw denied();
     return token;
   }
 
@@ -739,9 +755,10 @@ export class FakeVault {
     return token.expiresAt === undefined || this.clock.now() < token.expiresAt;
   }
 
-  #liveLease(id: string): Lease | undefined {
+  /** With `namespace`: the lease as a request in that namespace sees it (only its own namespace does). */
+  #liveLease(id: string, namespace?: string): Lease | undefined {
     const lease = this.#leases.get(id);
-    if (!lease) return undefined;
+    if (!lease || (namespace !== undefined && lease.namespace !== namespace)) return undefined;
     const owner = this.#tokens.get(lease.owner);
     // Vault revokes a lease when it ends, and with the token that created it.
     if (this.clock.now() >= lease.expiresAt || !owner || !this.#tokenAlive(owner)) {
@@ -793,7 +810,7 @@ export class FakeVault {
 
   #policiesOf(token: Token): Record<string, Capability[]>[] {
     return token.policies.map((name) =>
-      name === 'default' ? DEFAULT_POLICY : (this.#policies.get(name) ?? {}),
+      name === 'default' ? DEFAULT_POLICY : (this.#policies.get(join(token.namespace, name)) ?? {}),
     );
   }
 
@@ -889,6 +906,19 @@ function seconds(value: unknown): number | undefined {
   const m = /^(\d+)(s|m|h)?$/.exec(value);
   if (!m) return undefined;
   return Number(m[1]) * (m[2] === 'h' ? 3600 : m[2] === 'm' ? 60 : 1);
+}
+
+/**
+ * `path` in namespace `namespace` as a policy of namespace `tokenNamespace` names it: the child
+ * namespace's path below the token's in front. Undefined when `tokenNamespace` is neither
+ * `namespace` nor one of its parents.
+ */
+function policyPath(namespace: string, tokenNamespace: string, path: string): string | undefined {
+  if (namespace === tokenNamespace) return path;
+  if (tokenNamespace === '') return join(namespace, path);
+  if (namespace.startsWith(`${tokenNamespace}/`))
+    return join(namespace.slice(tokenNamespace.length + 1), path);
+  return undefined;
 }
 
 function slash(path: string): string {

@@ -257,6 +257,47 @@ describe('Vault lease lifecycle', () => {
     assert.ok(ending && ending.type === 'lease-ending' && /lease not found/.test(ending.detail ?? ''));
   });
 
+  it('renews a lease in the namespace it was issued in, and the token in the namespace of the login', async () => {
+    vault.mountDatabase('team-a/database');
+    vault.databaseRole('team-a/database', 'app', {
+      ttlSec: 3600,
+      maxTtlSec: 7200,
+      credentials: () => ({ username: 'v-team-a', password: canary('ns-dynamic') }),
+    });
+    // A root token's default policy covers the root's sys/leases/renew, not team-a's.
+    vault.policy('team-a-db', {
+      'team-a/database/creds/app': ['read'],
+      'team-a/sys/leases/renew': ['update'],
+    });
+    vault.kubernetesRole('kubernetes', 'platform', {
+      jwt: saJwt,
+      policies: ['team-a-db'],
+      ttlSec: 3000,
+      maxTtlSec: 30_000,
+    });
+    const jwtFile = join(files, 'sa-platform');
+    writeFileSync(jwtFile, saJwt);
+    const { p, events } = provider({
+      VAULT_ROLE: 'platform',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: jwtFile,
+      VAULT_NAMESPACE: 'team-a',
+      VAULT_AUTH_NAMESPACE: 'root',
+    });
+    const v = await fetchValue(p, 'vault:database/creds/app');
+    await advance(p, 2000 * SEC); // the token (3000 s) is due
+    await advance(p, 400 * SEC); // the lease (3600 s) is due
+    const seen = (method: string, path: string) =>
+      vault.requests
+        .filter((r) => r.method === method && r.path === path)
+        .map((r) => [r.namespace, r.status]);
+    assert.deepEqual(seen('POST', 'auth/token/renew-self'), [['', 200]]);
+    assert.deepEqual(seen('PUT', 'sys/leases/renew'), [['team-a', 200]]);
+    assert.equal(vault.leaseTtl(v.version), 3600);
+    assert.deepEqual(types(events), ['login', 'token-renewed', 'lease-renewed']);
+    assertNoCanary(JSON.stringify(events), 'session events');
+  });
+
   it('ends every lease by the old token’s expiry when the session logs in again (leases die with their token)', async () => {
     const { p } = kubernetes('fixed');
     const t0 = vault.clock.now();

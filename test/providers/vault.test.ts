@@ -420,34 +420,165 @@ describe('Vault auth and identity', () => {
     assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
   });
 
-  it('sends X-Vault-Namespace on logins and reads; a namespaced mount is read through it', async () => {
-    const ns = 'team-a';
-    vault.mountKv(`${ns}/secret`, 2);
-    const nsValue = { key: canary('namespaced') };
-    vault.putKv(`${ns}/secret/app`, nsValue);
-    vault.kubernetesRole(`${ns}/kubernetes`, 'web', { jwt: saJwt, policies: ['app-read'], ttlSec: 600 });
-    const p = provider({
-      VAULT_NAMESPACE: ns,
-      VAULT_ROLE: 'web',
-      VAULT_AUTH_METHOD: 'kubernetes',
-      VAULT_SA_TOKEN_FILE: file('sa-ns', saJwt),
-    });
-    assert.deepEqual(json(await value(p, 'vault:secret/app')), nsValue);
-    assert.ok(vault.requests.length >= 3);
-    assert.ok(
-      vault.requests.every((r) => r.namespace === ns),
-      'every request carries the namespace',
-    );
-    // A root-namespace token sent with the header is refused: the header reaches Vault and matters.
-    const elsewhere = provider({ VAULT_TOKEN: rootToken, VAULT_NAMESPACE: ns, VAULT_KV_VERSION: '2' });
-    assert.equal((await failure(elsewhere, 'vault:secret/app')).reason, 'permission-denied');
-  });
-
   it('sends a User-Agent naming the agent version and the pod', async () => {
     const p = provider({ VAULT_TOKEN: rootToken });
     await value(p, 'vault:kv1/legacy');
     assert.ok(vault.requests.length > 0);
     for (const r of vault.requests) assert.equal(r.userAgent, 'secret-agent/9.9.9 (pod shop/web-1)');
+  });
+});
+
+describe('Vault namespaces (Enterprise, HCP)', () => {
+  const teamA = { key: canary('team-a') };
+  const teamB = { key: canary('team-b') };
+  const hcp = { key: canary('hcp-team') };
+  before(() => {
+    vault.mountKv('team-a/secret', 2);
+    vault.putKv('team-a/secret/app', teamA);
+    vault.mountKv('team-b/secret', 2);
+    vault.putKv('team-b/secret/app', teamB);
+    vault.mountKv('admin/team-a/secret', 2);
+    vault.putKv('admin/team-a/secret/app', hcp);
+    // Logins inside team-a, with team-a's own policy.
+    vault.policy('app-read', { 'secret/data/app': ['read'] }, 'team-a');
+    vault.kubernetesRole('team-a/kubernetes', 'web', { jwt: saJwt, policies: ['app-read'], ttlSec: 600 });
+    // A login in the root namespace whose policy reaches into the children by their names.
+    vault.policy('children', {
+      'team-a/secret/data/app': ['read'],
+      'team-b/secret/data/app': ['read'],
+      'secret/data/app': ['read'],
+    });
+    vault.kubernetesRole('kubernetes', 'platform', { jwt: saJwt, policies: ['children'], ttlSec: 600 });
+    // HCP Vault: everything below `admin`, the login in `admin`, the secrets in `admin/team-a`.
+    vault.policy('team-a', { 'team-a/secret/data/app': ['read'] }, 'admin');
+    vault.appRole('admin/approle', 'ci', { roleId: 'role-hcp', secretId, policies: ['team-a'], ttlSec: 600 });
+  });
+
+  const namespaceOf = (path: string): string[] => [
+    ...new Set(vault.requests.filter((r) => r.path.startsWith(path)).map((r) => r.namespace)),
+  ];
+
+  it('sends VAULT_NAMESPACE on the login and the reads; a namespaced mount is read through it', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'team-a/',
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-ns', saJwt),
+    });
+    assert.deepEqual(json(await value(p, 'vault:secret/app')), teamA);
+    assert.ok(vault.requests.length >= 3);
+    assert.ok(
+      vault.requests.every((r) => r.namespace === 'team-a'),
+      'every request carries the namespace',
+    );
+    // A root-namespace token is refused in a namespace its policies do not reach.
+    const weak = vault.createToken({ policies: ['app-read'] });
+    const elsewhere = provider({
+      VAULT_TOKEN: weak,
+      VAULT_NAMESPACE: 'team-a',
+      VAULT_AUTH_NAMESPACE: 'root',
+      VAULT_KV_VERSION: '2',
+    });
+    const error = await failure(elsewhere, 'vault:secret/app');
+    assert.equal(error.reason, 'permission-denied');
+    assert.match(error.message, /read secret\/data\/app in namespace "team-a"/);
+    // The root policy must name the child's path with the child in front.
+    assert.match(error.fix, /`read` on team-a\/secret\/data\/app/);
+    assert.ok(!`${error.message}${error.fix}`.includes(weak), 'the token leaked into an error');
+  });
+
+  it('logs in in VAULT_AUTH_NAMESPACE and reads in VAULT_NAMESPACE: a parent’s token reads in its child', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'team-a',
+      VAULT_AUTH_NAMESPACE: 'root',
+      VAULT_ROLE: 'platform',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-platform', saJwt),
+    });
+    assert.deepEqual(json(await value(p, 'vault:secret/data/app')), teamA);
+    assert.deepEqual(namespaceOf('auth/kubernetes/login'), ['']);
+    assert.deepEqual(namespaceOf('secret/'), ['team-a']);
+    assert.deepEqual(namespaceOf('sys/internal/ui/mounts/'), ['team-a']);
+  });
+
+  it('HCP Vault: logs in in admin, reads in admin/team-a', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'admin/team-a',
+      VAULT_AUTH_NAMESPACE: 'admin',
+      VAULT_AUTH_METHOD: 'approle',
+      VAULT_ROLE_ID: 'role-hcp',
+      VAULT_SECRET_ID: secretId,
+    });
+    assert.deepEqual(json(await value(p, 'vault:secret/app')), hcp);
+    assert.deepEqual(namespaceOf('auth/approle/login'), ['admin']);
+    assert.deepEqual(namespaceOf('secret/'), ['admin/team-a']);
+  });
+
+  it('reads a reference in the namespace its ?namespace= names, root included, with the one token', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'team-a',
+      VAULT_AUTH_NAMESPACE: 'root',
+      VAULT_ROLE: 'platform',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-platform-refs', saJwt),
+    });
+    const [a, b, root] = await fetchAll(
+      p,
+      'vault:secret/app',
+      'vault:secret/app?namespace=team-b',
+      'vault:secret/data/app?namespace=root',
+    );
+    assert.ok(a?.ok && b?.ok && root?.ok);
+    assert.deepEqual(json(a.value), teamA);
+    assert.deepEqual(json(b.value), teamB);
+    assert.deepEqual(json(root.value), db);
+    assert.equal(vault.count('POST', 'auth/kubernetes/login'), 1, 'one login serves every namespace');
+    assert.deepEqual(namespaceOf('secret/').sort(), ['', 'team-a', 'team-b']);
+    // Mounts are per namespace: team-a's and team-b's `secret/` are looked up apart.
+    assert.deepEqual(namespaceOf('sys/internal/ui/mounts/').sort(), ['', 'team-a', 'team-b']);
+  });
+
+  it('a token used outside its namespace and the ones below is refused, the fix naming both namespaces', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'team-a',
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-ns-wrong', saJwt),
+    });
+    const error = await failure(p, 'vault:secret/data/app?namespace=team-b');
+    assert.equal(error.reason, 'permission-denied');
+    assert.match(error.message, /in namespace "team-b"/);
+    assert.match(error.fix, /token is from namespace "team-a".*log in in "team-b" or a parent of it/);
+  });
+
+  it('a login in a namespace without the auth mount fails as auth (403), pointing at VAULT_AUTH_NAMESPACE', async () => {
+    const p = provider({
+      VAULT_NAMESPACE: 'team-b',
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: file('sa-ns-nomount', saJwt),
+    });
+    const error = await failure(p, 'vault:secret/app');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(
+      error.message,
+      /kubernetes auth at auth\/kubernetes as role "web" in namespace "team-b": login failed: HTTP 403: permission denied/,
+    );
+    assert.match(error.fix, /VAULT_AUTH_NAMESPACE/);
+  });
+
+  it('refuses a malformed VAULT_NAMESPACE or VAULT_AUTH_NAMESPACE at start, naming the variable', () => {
+    for (const [name, text] of [
+      ['VAULT_NAMESPACE', 'team-a//x'],
+      ['VAULT_AUTH_NAMESPACE', 'admin/sys'],
+    ] as const) {
+      assert.throws(
+        () => provider({ VAULT_TOKEN: rootToken, [name]: text }),
+        (e: ProviderError) =>
+          e.reason === 'invalid' && !e.transient && e.message.startsWith(`${name}: `) && /root/.test(e.fix),
+      );
+    }
   });
 });
 

@@ -102,7 +102,7 @@ function unquoted(text: string, hidden: readonly string[]): string {
 }
 
 function isOptionName(text: string): boolean {
-  return /^[A-Za-z]+$/.test(text) && GRAMMAR.includes(`?${text}=`);
+  return /^[A-Za-z]+$/.test(text) && (GRAMMAR.includes(`?${text}=`) || GRAMMAR.includes(`&${text}=`));
 }
 
 /** A redacted problem for the log, which shows no annotation value at all: quoted text becomes "…". */

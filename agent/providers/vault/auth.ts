@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { ProviderError } from '../provider.ts';
 import type { AuthSettings } from './config.ts';
 import { loginError } from './errors.ts';
-import type { VaultApi } from './http.ts';
+import type { VaultApi, VaultCall } from './http.ts';
 
 /**
  * How the agent gets a Vault token: a static token (env or file), or a login with the pod's
@@ -28,14 +28,28 @@ export interface Authenticator {
   obtain(api: VaultApi, signal: AbortSignal): Promise<IssuedToken>;
 }
 
-export function createAuthenticator(auth: AuthSettings): Authenticator {
+/**
+ * `namespace` is where the login goes (VAULT_AUTH_NAMESPACE), and so the token's namespace: it is
+ * valid there and in the namespaces below.
+ */
+export function createAuthenticator(auth: AuthSettings, namespace: string): Authenticator {
+  const where = namespace === '' ? '' : ` in namespace ${JSON.stringify(namespace)}`;
+  const login = (
+    api: VaultApi,
+    path: string,
+    body: Record<string, unknown>,
+    description: string,
+    fix: string,
+    signal: AbortSignal,
+  ): Promise<IssuedToken> =>
+    loginAt(api, path, body, description, fix, { token: undefined, namespace, signal });
   switch (auth.method) {
     case 'token':
       return {
         kind: 'static',
         description: auth.token
-          ? 'token auth (VAULT_TOKEN)'
-          : `token auth (VAULT_TOKEN_FILE=${auth.tokenFile})`,
+          ? `token auth (VAULT_TOKEN)${where}`
+          : `token auth (VAULT_TOKEN_FILE=${auth.tokenFile})${where}`,
         deniedFix: (path) =>
           `the policies of the Vault token must allow \`read\` on ${path}; if the token expired or was revoked, issue a new one`,
         async obtain() {
@@ -53,12 +67,12 @@ export function createAuthenticator(auth: AuthSettings): Authenticator {
     case 'kubernetes':
     case 'jwt': {
       const role = auth.role;
-      const description = `${auth.method} auth at auth/${auth.mount}${role ? ` as role ${JSON.stringify(role)}` : ''}`;
+      const description = `${auth.method} auth at auth/${auth.mount}${role ? ` as role ${JSON.stringify(role)}` : ''}${where}`;
       const fileVar = auth.method === 'kubernetes' ? 'VAULT_SA_TOKEN_FILE' : 'VAULT_JWT_FILE';
       const loginFix =
         auth.method === 'kubernetes'
-          ? `check that Vault role ${JSON.stringify(role)} on auth/${auth.mount} binds this pod's service account and namespace (bound_service_account_names / bound_service_account_namespaces), that VAULT_AUTH_MOUNT names the mount, and that Vault can reach the Kubernetes TokenReview API`
-          : `check the Vault role's bound_audiences / bound_claims / user_claim on auth/${auth.mount} against the JWT in ${fileVar}, and that VAULT_AUTH_MOUNT names the mount`;
+          ? `check that Vault role ${JSON.stringify(role)} on auth/${auth.mount} binds this pod's service account and namespace (bound_service_account_names / bound_service_account_namespaces), that VAULT_AUTH_MOUNT names the mount in the login namespace (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE), and that Vault can reach the Kubernetes TokenReview API`
+          : `check the Vault role's bound_audiences / bound_claims / user_claim on auth/${auth.mount} against the JWT in ${fileVar}, and that VAULT_AUTH_MOUNT names the mount in the login namespace (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE)`;
       return {
         kind: 'login',
         description,
@@ -85,7 +99,7 @@ export function createAuthenticator(auth: AuthSettings): Authenticator {
       };
     }
     case 'approle': {
-      const description = `approle auth at auth/${auth.mount}`;
+      const description = `approle auth at auth/${auth.mount}${where}`;
       const loginFix =
         'check VAULT_ROLE_ID and the secret id (VAULT_SECRET_ID / VAULT_SECRET_ID_FILE): secret ids expire, have use limits and may be bound to CIDRs';
       return {
@@ -118,17 +132,17 @@ export function createAuthenticator(auth: AuthSettings): Authenticator {
   }
 }
 
-async function login(
+async function loginAt(
   api: VaultApi,
   path: string,
   body: Record<string, unknown>,
   description: string,
   fix: string,
-  signal: AbortSignal,
+  call: VaultCall,
 ): Promise<IssuedToken> {
   let answer;
   try {
-    answer = await api.write(path, body, undefined, signal);
+    answer = await api.write(path, body, call);
   } catch (e) {
     throw loginError(e, `${description}: login failed`, fix);
   }

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { parseVaultNamespace } from '../../contract/reference.ts';
 import { ProviderError } from '../provider.ts';
 
 /**
@@ -15,7 +16,10 @@ export const DEFAULT_SA_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceacco
 
 export interface VaultSettings {
   readonly addr: URL;
-  readonly namespace?: string;
+  /** The namespace reads go to unless a reference names its own (`?namespace=`); '' is the root namespace. */
+  readonly namespace: string;
+  /** The namespace of the login, and so of the token (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE). */
+  readonly authNamespace: string;
   readonly caCertFile?: string;
   /** A directory of PEM CA certificates (VAULT_CAPATH), trusted besides VAULT_CACERT. */
   readonly caPath?: string;
@@ -49,7 +53,12 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_NAMESPACE',
     default: '',
-    doc: 'Vault Enterprise namespace, sent as X-Vault-Namespace on every request, login included.',
+    doc: 'Vault Enterprise / HCP namespace (e.g. `admin/team-a`), sent as X-Vault-Namespace on every read, and on the login unless VAULT_AUTH_NAMESPACE says otherwise. A reference’s `?namespace=` overrides it for that reference.',
+  },
+  {
+    name: 'VAULT_AUTH_NAMESPACE',
+    default: 'VAULT_NAMESPACE',
+    doc: 'Namespace of the auth method the agent logs in with (`root` for the root namespace), when it differs from where the secrets are: a token from a parent namespace reads in its child namespaces. Token lookup and renewal go there too.',
   },
   {
     name: 'VAULT_CACERT',
@@ -180,7 +189,8 @@ export function parseVaultSettings(env: Env): VaultSettings {
       'set it to auto, 1 or 2',
     );
 
-  const namespace = get('VAULT_NAMESPACE');
+  const namespace = namespaceSetting('VAULT_NAMESPACE', get('VAULT_NAMESPACE')) ?? '';
+  const authNamespace = namespaceSetting('VAULT_AUTH_NAMESPACE', get('VAULT_AUTH_NAMESPACE')) ?? namespace;
   const caCertFile = get('VAULT_CACERT');
   const caPath = get('VAULT_CAPATH');
   const tlsServerName = get('VAULT_TLS_SERVER_NAME');
@@ -200,7 +210,8 @@ export function parseVaultSettings(env: Env): VaultSettings {
     );
   return {
     addr,
-    ...(namespace ? { namespace: namespace.replace(/^\/+|\/+$/g, '') } : {}),
+    namespace,
+    authNamespace,
     ...(caCertFile ? { caCertFile } : {}),
     ...(caPath ? { caPath } : {}),
     ...(certFile && keyFile ? { clientCert: { certFile, keyFile } } : {}),
@@ -209,6 +220,17 @@ export function parseVaultSettings(env: Env): VaultSettings {
     kvVersion: kvText,
     auth: parseAuth(get),
   };
+}
+
+function namespaceSetting(field: string, text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  const parsed = parseVaultNamespace(text);
+  if (typeof parsed === 'string') return parsed;
+  throw invalid(
+    field,
+    `${JSON.stringify(text)} is not a Vault namespace: ${parsed.problem}`,
+    'set it to the namespace path as `vault namespace list` shows it, e.g. admin/team-a (root for the root namespace)',
+  );
 }
 
 function parseAuth(get: (name: string) => string | undefined): AuthSettings {

@@ -7,8 +7,8 @@ import { ProviderError } from '../provider.ts';
 import type { VaultSettings } from './config.ts';
 
 /**
- * The Vault API as the provider uses it: node-vault builds the requests (paths under /v1, the
- * X-Vault-Token and X-Vault-Namespace headers, its command table for token and lease calls), and
+ * The Vault API as the provider uses it: node-vault builds the requests (paths under /v1, its
+ * command table for token and lease calls, the per-call X-Vault-Token and X-Vault-Namespace), and
  * sends them through the transport below, plugged in with node-vault's `request-promise` option.
  * The transport exists because node-vault's own (axios) drops response headers (Retry-After), takes
  * no abort signal, and reads VAULT_SKIP_VERIFY itself (any non-empty value, even "false", turns
@@ -52,25 +52,22 @@ export class VaultResponseError extends Error {
 }
 
 /**
- * Each call names the token it sends (X-Vault-Token); `undefined` sends none, as a login must: an
- * expired token on a login request can make Vault refuse the login.
+ * Who asks, and where: each call names the token it sends (X-Vault-Token) and the namespace it goes
+ * to (X-Vault-Namespace). A token of `undefined` sends none, as a login must: an expired token on a
+ * login request can make Vault refuse the login. A namespace of `''` (the root namespace) sends none.
  */
+export interface VaultCall {
+  readonly token: string | undefined;
+  readonly namespace: string;
+  readonly signal: AbortSignal;
+}
+
 export interface VaultApi {
-  read(path: string, token: string, signal: AbortSignal): Promise<VaultEnvelope>;
-  write(
-    path: string,
-    body: Record<string, unknown>,
-    token: string | undefined,
-    signal: AbortSignal,
-  ): Promise<VaultEnvelope>;
-  lookupSelf(token: string, signal: AbortSignal): Promise<VaultEnvelope>;
-  renewSelf(token: string, incrementSec: number, signal: AbortSignal): Promise<VaultEnvelope>;
-  renewLease(
-    token: string,
-    leaseId: string,
-    incrementSec: number,
-    signal: AbortSignal,
-  ): Promise<VaultEnvelope>;
+  read(path: string, call: VaultCall): Promise<VaultEnvelope>;
+  write(path: string, body: Record<string, unknown>, call: VaultCall): Promise<VaultEnvelope>;
+  lookupSelf(call: VaultCall): Promise<VaultEnvelope>;
+  renewSelf(incrementSec: number, call: VaultCall): Promise<VaultEnvelope>;
+  renewLease(leaseId: string, incrementSec: number, call: VaultCall): Promise<VaultEnvelope>;
   close(): void;
 }
 
@@ -191,13 +188,14 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
 
   const nodeVault = createNodeVault({
     endpoint: settings.addr.origin,
-    ...(settings.namespace ? { namespace: settings.namespace } : {}),
     // node-vault's debug output prints request bodies (JWTs, secret ids): never enable it.
     debug: () => undefined,
     'request-promise': { defaults: () => transport },
   });
-  // node-vault falls back to VAULT_TOKEN and VAULT_PREFIX from the environment; the session decides.
+  // node-vault falls back to VAULT_TOKEN, VAULT_NAMESPACE and VAULT_PREFIX from the environment, and
+  // its client-wide namespace would overwrite a call's own header: each call names both instead.
   nodeVault.token = undefined as unknown as string;
+  (nodeVault as unknown as { namespace: string | undefined }).namespace = undefined;
   (nodeVault as unknown as { pathPrefix: string }).pathPrefix = '';
   nodeVault.handleVaultResponse = (response?: {
     statusCode: number;
@@ -221,19 +219,20 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
     (p as Promise<VaultEnvelope>).finally(() => {
       nodeVault.token = undefined as unknown as string;
     });
-  const options = (token: string | undefined, signal: AbortSignal) => ({
+  const options = ({ token, namespace, signal }: VaultCall) => ({
     signal,
-    headers: token === undefined ? {} : { 'X-Vault-Token': token },
+    headers: {
+      ...(token === undefined ? {} : { 'X-Vault-Token': token }),
+      ...(namespace === '' ? {} : { 'X-Vault-Namespace': namespace }),
+    },
   });
   return {
-    read: (path, token, signal) => call(nodeVault.read(path, options(token, signal))),
-    write: (path, body, token, signal) => call(nodeVault.write(path, body, options(token, signal))),
-    lookupSelf: (token, signal) =>
-      call(nodeVault.tokenLookupSelf({ requestOptions: options(token, signal) })),
-    renewSelf: (token, increment, signal) =>
-      call(nodeVault.tokenRenewSelf({ increment, requestOptions: options(token, signal) })),
-    renewLease: (token, leaseId, increment, signal) =>
-      call(nodeVault.renew({ lease_id: leaseId, increment, requestOptions: options(token, signal) })),
+    read: (path, c) => call(nodeVault.read(path, options(c))),
+    write: (path, body, c) => call(nodeVault.write(path, body, options(c))),
+    lookupSelf: (c) => call(nodeVault.tokenLookupSelf({ requestOptions: options(c) })),
+    renewSelf: (increment, c) => call(nodeVault.tokenRenewSelf({ increment, requestOptions: options(c) })),
+    renewLease: (leaseId, increment, c) =>
+      call(nodeVault.renew({ lease_id: leaseId, increment, requestOptions: options(c) })),
     close() {
       agent.destroy();
     },

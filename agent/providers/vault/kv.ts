@@ -2,7 +2,7 @@ import type { VaultReference } from '../../contract/reference.ts';
 import { ProviderError } from '../provider.ts';
 import type { KvVersionSetting } from './config.ts';
 import { vaultError } from './errors.ts';
-import { VaultResponseError, type VaultApi } from './http.ts';
+import { VaultResponseError, type VaultApi, type VaultCall } from './http.ts';
 
 /**
  * How to read a reference's path: which HTTP path, and where the value sits in the answer.
@@ -12,6 +12,7 @@ import { VaultResponseError, type VaultApi } from './http.ts';
  * With VAULT_KV_VERSION=auto the mount's type and KV version come from
  * `GET sys/internal/ui/mounts/<path>`, as the vault CLI's `kv get` finds them, once per mount.
  * A KV v2 path written without `data/` (`secret/app`) gets it inserted after the mount, like `kv get`.
+ * Mounts are per namespace (`secret/` in `team-a` is not `secret/` in the root namespace).
  */
 
 export interface ReadPlan {
@@ -29,21 +30,23 @@ interface MountInfo {
 export class KvMounts {
   readonly #api: VaultApi;
   readonly #setting: KvVersionSetting;
-  readonly #mounts = new Map<string, MountInfo>();
+  /** By namespace, then by mount path. */
+  readonly #mounts = new Map<string, Map<string, MountInfo>>();
 
   constructor(api: VaultApi, setting: KvVersionSetting) {
     this.#api = api;
     this.#setting = setting;
   }
 
-  async plan(ref: VaultReference, token: string, signal: AbortSignal): Promise<ReadPlan> {
+  /** `namespace`: where the reference is read. */
+  async plan(ref: VaultReference, token: string, namespace: string, signal: AbortSignal): Promise<ReadPlan> {
     let plan: ReadPlan;
     if (this.#setting === '1') plan = { apiPath: ref.path, shape: 'plain' };
     else if (this.#setting === '2') {
       const [first] = ref.path.split('/');
       plan = kv2Plan(ref.path, `${first}/`);
     } else {
-      const mount = await this.#mountOf(ref.path, token, signal);
+      const mount = await this.#mountOf(ref.path, { token, namespace, signal });
       if (!mount) plan = { apiPath: ref.path, shape: 'guess' };
       else if (mount.kv2) plan = kv2Plan(ref.path, mount.path);
       else plan = { apiPath: ref.path, shape: 'plain', mount: mount.path };
@@ -62,14 +65,16 @@ export class KvMounts {
     return plan;
   }
 
-  async #mountOf(path: string, token: string, signal: AbortSignal): Promise<MountInfo | undefined> {
+  async #mountOf(path: string, call: VaultCall): Promise<MountInfo | undefined> {
+    let known = this.#mounts.get(call.namespace);
+    if (!known) this.#mounts.set(call.namespace, (known = new Map()));
     let best: MountInfo | undefined;
-    for (const m of this.#mounts.values()) {
+    for (const m of known.values()) {
       if (`${path}/`.startsWith(m.path) && (!best || m.path.length > best.path.length)) best = m;
     }
     if (best) return best;
     try {
-      const answer = await this.#api.read(`sys/internal/ui/mounts/${path}`, token, signal);
+      const answer = await this.#api.read(`sys/internal/ui/mounts/${path}`, call);
       const data = answer.data ?? {};
       const mountPath = typeof data.path === 'string' ? data.path : undefined;
       if (!mountPath) return undefined;
@@ -79,7 +84,7 @@ export class KvMounts {
         path: mountPath.endsWith('/') ? mountPath : `${mountPath}/`,
         kv2: (type === 'kv' || type === 'generic') && String(options?.version ?? '1') === '2',
       };
-      this.#mounts.set(info.path, info);
+      known.set(info.path, info);
       return info;
     } catch (e) {
       // 404: a Vault older than the endpoint (KV v1, as the CLI assumes). 403: the token may read the

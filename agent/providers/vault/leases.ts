@@ -44,6 +44,8 @@ export type LeaseEvent =
 interface Lease {
   readonly ref: string;
   readonly leaseId: string;
+  /** Where the secret was read: a lease is known to Vault in its own namespace. */
+  readonly namespace: string;
   readonly incrementSec: number;
   readonly renewable: boolean;
   readonly value: SecretValue;
@@ -66,11 +68,19 @@ export class LeaseTracker {
   }
 
   /** Records the lease of a fresh fetch of `ref`, replacing the one before (left to expire). */
-  track(ref: string, leaseId: string, durationSec: number, renewable: boolean, value: SecretValue): void {
+  track(
+    ref: string,
+    leaseId: string,
+    namespace: string,
+    durationSec: number,
+    renewable: boolean,
+    value: SecretValue,
+  ): void {
     const now = this.#clock.now();
     this.#leases.set(ref, {
       ref,
       leaseId,
+      namespace,
       incrementSec: durationSec,
       renewable,
       value,
@@ -125,7 +135,11 @@ export class LeaseTracker {
         continue;
       }
       try {
-        const answer = await api.renewLease(token, lease.leaseId, lease.incrementSec, signal);
+        const answer = await api.renewLease(lease.leaseId, lease.incrementSec, {
+          token,
+          namespace: lease.namespace,
+          signal,
+        });
         if (this.#leases.get(lease.ref) !== lease) continue; // replaced by a fetch meanwhile
         const ttlSec = Number(answer.lease_duration) || 0;
         const at = this.#clock.now();
@@ -140,7 +154,9 @@ export class LeaseTracker {
         const error = vaultError(
           e,
           `renew lease of ${lease.ref}`,
-          'allow `update` on sys/leases/renew (Vault’s default policy does)',
+          lease.namespace === ''
+            ? 'allow `update` on sys/leases/renew (Vault’s default policy does)'
+            : `allow \`update\` on sys/leases/renew in namespace ${JSON.stringify(lease.namespace)}: the default policy does for a token of that namespace; a parent namespace's token needs it on the path with the child's name in front (${lease.namespace}/sys/leases/renew from the root namespace)`,
         );
         if (error.transient) {
           const at = this.#clock.now();

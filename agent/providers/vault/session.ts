@@ -42,6 +42,8 @@ export class VaultSession {
   readonly #api: VaultApi;
   readonly #auth: Authenticator;
   readonly #clock: Clock;
+  /** The token's namespace (VAULT_AUTH_NAMESPACE): its own calls (lookup, renewal) go there. */
+  readonly #namespace: string;
   readonly #listeners = new Set<(event: SessionEvent) => void>();
 
   #token: string | undefined;
@@ -57,10 +59,11 @@ export class VaultSession {
   #timer: { cancel(): void } | undefined;
   #started = false;
 
-  constructor(api: VaultApi, auth: Authenticator, clock: Clock) {
+  constructor(api: VaultApi, auth: Authenticator, clock: Clock, namespace: string) {
     this.#api = api;
     this.#auth = auth;
     this.#clock = clock;
+    this.#namespace = namespace;
     this.leases = new LeaseTracker(clock, (event) => {
       this.#emit(event);
     });
@@ -114,7 +117,7 @@ export class VaultSession {
    */
   async recheck(token: string, signal: AbortSignal): Promise<void> {
     try {
-      await this.#api.lookupSelf(token, signal);
+      await this.#api.lookupSelf({ token, namespace: this.#namespace, signal });
     } catch (e) {
       if (e instanceof VaultResponseError && e.status === 403 && this.#token === token) this.invalidate();
     }
@@ -174,7 +177,11 @@ export class VaultSession {
       return;
     }
     try {
-      const answer = await this.#api.renewSelf(this.#token, this.#incrementSec, signal);
+      const answer = await this.#api.renewSelf(this.#incrementSec, {
+        token: this.#token,
+        namespace: this.#namespace,
+        signal,
+      });
       const ttlSec = Number(answer.auth?.lease_duration) || 0;
       const at = this.#clock.now();
       this.#expiresAt = ttlSec > 0 ? at + ttlSec * 1000 : undefined;
@@ -208,7 +215,11 @@ export class VaultSession {
 
   async #lookUp(signal: AbortSignal): Promise<void> {
     try {
-      const answer = await this.#api.lookupSelf(this.#token!, signal);
+      const answer = await this.#api.lookupSelf({
+        token: this.#token!,
+        namespace: this.#namespace,
+        signal,
+      });
       const data = answer.data ?? {};
       const ttlSec = Number(data.ttl) || 0;
       const at = this.#clock.now();
