@@ -6,7 +6,10 @@
  *   - a database engine (`<mount>/creds/<role>`) issuing leases, `sys/leases/renew` and
  *     `sys/leases/lookup`, renewals capped at the role's max TTL, 400 "lease not found" for unknown,
  *     expired or revoked leases (a lease dies with the token that created it);
- *   - logins at `auth/<mount>/login` for kubernetes (role + jwt), jwt (role optional) and approle;
+ *   - logins at `auth/<mount>/login` for kubernetes (role + jwt), jwt (role optional), approle and
+ *     cert (the TLS client certificate of the connection, checked against each certificate role's
+ *     CA; `name` picks one role): 400 "client certificate must be supplied" without one, 400
+ *     "invalid certificate or no client certificate supplied" when no role trusts it;
  *   - `auth/token/lookup-self` and `auth/token/renew-self`, capped at the token's max TTL;
  *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
  *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
@@ -22,7 +25,7 @@
  * Expiry follows an injectable ManualClock that tests advance instead of waiting. Every answer uses
  * Vault's envelope: {request_id, lease_id, renewable, lease_duration, data, wrap_info, warnings, auth, mount_type}.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID, X509Certificate } from 'node:crypto';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -31,6 +34,7 @@ import {
 } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import type { Clock } from '../../agent/providers/vault/clock.ts';
 
 /** A clock that moves only when told to; timers run, in order, as `advance` passes them. */
@@ -137,7 +141,8 @@ type AuthMount =
   | {
       readonly type: 'approle';
       readonly roles: Map<string, LoginRole & { readonly roleId: string; readonly secretId?: string }>;
-    };
+    }
+  | { readonly type: 'cert'; readonly roles: Map<string, LoginRole & { readonly certificate: string }> };
 
 export interface SeenRequest {
   readonly method: string;
@@ -202,7 +207,9 @@ export class FakeVault {
   /**
    * Starts on 127.0.0.1 on a free port; TLS when given a certificate. With `clientCa`, a client
    * must present a certificate that CA signed, or the handshake fails, as on a Vault listener with
-   * tls_require_and_verify_client_cert.
+   * tls_require_and_verify_client_cert. Without it the listener asks for a client certificate but
+   * lets a client in without one (Vault's default, tls_disable_client_certs=false): the cert auth
+   * method judges it.
    */
   static async start(
     options: { clock?: ManualClock; tls?: { cert: string; key: string; clientCa?: string } } = {},
@@ -218,7 +225,7 @@ export class FakeVault {
             key: options.tls.key,
             ...(options.tls.clientCa
               ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: true }
-              : {}),
+              : { requestCert: true, rejectUnauthorized: false }),
           },
           handler,
         )
@@ -320,6 +327,12 @@ export class FakeVault {
     if (m.type === 'approle') m.roles.set(role, spec);
   }
 
+  /** A cert auth role (`vault write auth/cert/certs/<role> certificate=@ca.pem`): trusts what `certificate` signed. */
+  certRole(mount: string, role: string, spec: LoginRole & { certificate: string }): void {
+    const m = this.#auth(mount, 'cert');
+    if (m.type === 'cert') m.roles.set(role, spec);
+  }
+
   /** A token as `vault token create` makes it; ttl 0 never expires. */
   createToken(spec: {
     policies: readonly string[];
@@ -413,7 +426,9 @@ export class FakeVault {
           throw new VaultHttpError(400, ['failed to parse JSON input: invalid character']);
         }
       }
-      const answer = this.#route(method, path, url.searchParams, namespace, token, input);
+      const peer = req.socket instanceof TLSSocket ? req.socket.getPeerCertificate() : undefined;
+      const clientCert = peer?.raw ? new X509Certificate(peer.raw) : undefined;
+      const answer = this.#route(method, path, url.searchParams, namespace, token, input, clientCert);
       status = answer.status ?? 200;
       body = answer.body;
     } catch (e) {
@@ -444,10 +459,12 @@ export class FakeVault {
     namespace: string,
     tokenText: string | undefined,
     input: Record<string, unknown>,
+    clientCert: X509Certificate | undefined,
   ): { status?: number; body: unknown } {
     const write = method === 'POST' || method === 'PUT';
     const login = /^auth\/(.+)\/login$/.exec(path);
-    if (login && write && login[1] !== 'token') return { body: this.#login(namespace, login[1]!, input) };
+    if (login && write && login[1] !== 'token')
+      return { body: this.#login(namespace, login[1]!, input, clientCert) };
     if (path === 'sys/health') return { body: { initialized: true, sealed: false, standby: false } };
 
     const token = this.#validToken(tokenText, namespace);
@@ -647,7 +664,12 @@ export class FakeVault {
     };
   }
 
-  #login(namespace: string, mountPath: string, input: Record<string, unknown>): unknown {
+  #login(
+    namespace: string,
+    mountPath: string,
+    input: Record<string, unknown>,
+    clientCert: X509Certificate | undefined,
+  ): unknown {
     const mount = this.#authMounts.get(join(namespace, mountPath));
     // No mount serves the path, so the request needs a token, and a login carries none.
     if (!mount) throw denied();
@@ -677,6 +699,17 @@ export class FakeVault {
         const r = [...mount.roles.values()].find((x) => x.roleId === input.role_id);
         if (!r || (r.secretId !== undefined && r.secretId !== input.secret_id))
           throw new VaultHttpError(400, ['invalid role or secret ID']);
+        role = r;
+        break;
+      }
+      case 'cert': {
+        if (!clientCert) throw new VaultHttpError(400, ['client certificate must be supplied']);
+        const named = typeof input.name === 'string' && input.name !== '' ? input.name : undefined;
+        const candidates = named
+          ? [mount.roles.get(named)].filter((r) => r !== undefined)
+          : [...mount.roles.values()];
+        const r = candidates.find((c) => signedBy(clientCert, c.certificate));
+        if (!r) throw new VaultHttpError(400, ['invalid certificate or no client certificate supplied']);
         role = r;
         break;
       }
@@ -844,12 +877,9 @@ export class FakeVault {
   #auth(mount: string, type: AuthMount['type']): AuthMount {
     let m = this.#authMounts.get(mount);
     if (!m) {
-      m =
-        type === 'kubernetes'
-          ? { type, roles: new Map() }
-          : type === 'jwt'
-            ? { type, roles: new Map(), defaultRole: undefined }
-            : { type, roles: new Map() };
+      m = (
+        type === 'jwt' ? { type, roles: new Map(), defaultRole: undefined } : { type, roles: new Map() }
+      ) as AuthMount;
       this.#authMounts.set(mount, m);
     }
     if (m.type !== type) throw new Error(`auth/${mount} is a ${m.type} mount`);
@@ -882,6 +912,17 @@ function defaultFaultErrors(status: number, path: string): string[] {
   if (status === 503) return ['Vault is sealed'];
   if (status === 429) return [`request path "${path}": rate limit quota exceeded`];
   return ['internal error'];
+}
+
+/**
+ * Whether `cert` is `ca` itself or signed by it, and valid now: the check of Vault's cert auth.
+ * Validity is judged on the wall clock, as the TLS layer judges the certificates it is handed.
+ */
+function signedBy(cert: X509Certificate, ca: string): boolean {
+  const authority = new X509Certificate(ca);
+  const now = Date.now();
+  const valid = Date.parse(cert.validFrom) <= now && now <= Date.parse(cert.validTo);
+  return valid && cert.checkIssued(authority) && cert.verify(authority.publicKey);
 }
 
 /** Vault's path globs: a trailing `*` matches any rest, `+` matches one segment. */

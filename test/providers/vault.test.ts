@@ -757,6 +757,114 @@ describe('Vault over mutual TLS (VAULT_CLIENT_CERT, VAULT_CLIENT_KEY) and VAULT_
   });
 });
 
+describe('Vault cert auth (VAULT_AUTH_METHOD=cert)', () => {
+  let tls: FakeVault;
+  let caFile: string;
+  const pair: Record<'cert' | 'key' | 'strangerCert' | 'strangerKey', string> = {
+    cert: '',
+    key: '',
+    strangerCert: '',
+    strangerKey: '',
+  };
+  let clientKeyPem: string;
+  const secret = { v: canary('cert-auth') };
+
+  before(async () => {
+    const server = selfSignedCertificate('127.0.0.1', 'IP:127.0.0.1');
+    const client = selfSignedCertificate('web.shop', 'DNS:web.shop');
+    const stranger = selfSignedCertificate('someone-else', 'DNS:someone-else');
+    clientKeyPem = client.key;
+    caFile = join(files, 'cert-auth-ca.pem');
+    writeFileSync(caFile, server.cert);
+    for (const [name, text] of [
+      ['cert', client.cert],
+      ['key', client.key],
+      ['strangerCert', stranger.cert],
+      ['strangerKey', stranger.key],
+    ] as const) {
+      pair[name] = join(files, `cert-auth-${name}.pem`);
+      writeFileSync(pair[name], text);
+    }
+    // Vault's default listener asks for a client certificate without requiring one; cert auth judges it.
+    tls = await FakeVault.start({ tls: server, clock: vault.clock });
+    tls.mountKv('kv', 1);
+    tls.putKv('kv/app', secret);
+    tls.policy('reader', { 'kv/app': ['read'] });
+    tls.certRole('cert', 'web', { certificate: client.cert, policies: ['reader'], ttlSec: 600 });
+    tls.certRole('cert', 'other', { certificate: stranger.cert, policies: [], ttlSec: 600 });
+    tls.certRole('certs-prod', 'web', { certificate: client.cert, policies: ['reader'], ttlSec: 600 });
+  });
+  after(async () => {
+    await tls?.stop();
+  });
+  beforeEach(() => tls.reset());
+
+  const over = (env: Record<string, string>): VaultProvider => {
+    const p = openVaultProvider(
+      { pod: {}, agentVersion: '9' },
+      {
+        env: {
+          VAULT_ADDR: tls.addr,
+          VAULT_CACERT: caFile,
+          VAULT_KV_VERSION: '1',
+          VAULT_AUTH_METHOD: 'cert',
+          VAULT_CLIENT_CERT: pair.cert,
+          VAULT_CLIENT_KEY: pair.key,
+          ...env,
+        },
+        clock: vault.clock,
+      },
+    );
+    open.push(p);
+    return p;
+  };
+
+  it('logs in with the TLS client certificate, as the named role or any role that trusts it, then reads', async () => {
+    const named = over({ VAULT_ROLE: 'web', VAULT_AUTH_MOUNT: 'certs-prod' });
+    assert.deepEqual(json(await value(named, 'vault:kv/app')), secret);
+    assert.equal(tls.count('POST', 'auth/certs-prod/login'), 1);
+    const login = tls.requests.find((r) => r.path === 'auth/certs-prod/login')!;
+    assert.equal(login.hasToken, false, 'a login carries no token');
+    const any = over({});
+    assert.deepEqual(json(await value(any, 'vault:kv/app')), secret);
+    assert.equal(tls.count('POST', 'auth/cert/login'), 1);
+  });
+
+  it('a certificate the named role does not trust fails as auth, naming the role and VAULT_CLIENT_CERT, never the key', async () => {
+    const stranger = over({
+      VAULT_CLIENT_CERT: pair.strangerCert,
+      VAULT_CLIENT_KEY: pair.strangerKey,
+      VAULT_ROLE: 'web',
+    });
+    const error = await failure(stranger, 'vault:kv/app');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(
+      error.message,
+      /^cert auth at auth\/cert as role "web": login failed: HTTP 400: invalid certificate or no client certificate supplied/,
+    );
+    assert.match(error.fix, /certificate role "web" on auth\/cert trusts VAULT_CLIENT_CERT/);
+    const keyBody = clientKeyPem.split('\n')[1]!;
+    for (const text of [error.message, error.fix])
+      assert.ok(!text.includes(keyBody), 'key material in an error');
+    assert.equal(tls.count('GET', 'kv/app'), 0, 'nothing is read without a token');
+  });
+
+  it('refuses cert auth without a client certificate at start, naming VAULT_CLIENT_CERT', () => {
+    assert.throws(
+      () =>
+        openVaultProvider(
+          { pod: {}, agentVersion: '9' },
+          { env: { VAULT_ADDR: tls.addr, VAULT_AUTH_METHOD: 'cert' } },
+        ),
+      (e: ProviderError) =>
+        e.reason === 'invalid' &&
+        !e.transient &&
+        /^VAULT_CLIENT_CERT: is required for cert auth/.test(e.message),
+    );
+  });
+});
+
 describe('Vault documentation', () => {
   it('docs/vault.md lists exactly the variables the provider reads', () => {
     const doc = readFileSync(new URL('../../docs/vault.md', import.meta.url), 'utf8');

@@ -6,7 +6,7 @@ import type { VaultApi, VaultCall } from './http.ts';
 
 /**
  * How the agent gets a Vault token: a static token (env or file), or a login with the pod's
- * identity (Kubernetes service-account token, a JWT, an AppRole). Logins post to
+ * identity (Kubernetes service-account token, a JWT, an AppRole, the TLS client certificate). Logins post to
  * `auth/<mount>/login` directly: node-vault's kubernetesLogin builds `/auth//login` when no
  * mount_point is given, and a mount is always known here.
  */
@@ -127,6 +127,26 @@ export function createAuthenticator(auth: AuthSettings, namespace: string): Auth
             signal,
           );
         },
+      };
+    }
+    case 'cert': {
+      // The credential is the certificate of the TLS connection (VAULT_CLIENT_CERT); the body only picks a role.
+      const description = `cert auth at auth/${auth.mount}${auth.role ? ` as role ${JSON.stringify(auth.role)}` : ''}${where}`;
+      const loginFix = `check that ${auth.role ? `certificate role ${JSON.stringify(auth.role)}` : 'a certificate role'} on auth/${auth.mount} trusts VAULT_CLIENT_CERT (its certificate is the CA that signed it, or the certificate itself; allowed_common_names and the like match it), that the certificate is within its validity, and that VAULT_AUTH_MOUNT names the mount in the login namespace (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE)`;
+      return {
+        kind: 'login',
+        description,
+        deniedFix: (path) =>
+          `the policies of ${auth.role ? `certificate role ${JSON.stringify(auth.role)}` : 'the certificate role'} (auth/${auth.mount}) must allow \`read\` on ${path}`,
+        obtain: (api, signal) =>
+          login(
+            api,
+            `auth/${auth.mount}/login`,
+            auth.role ? { name: auth.role } : {},
+            description,
+            loginFix,
+            signal,
+          ),
       };
     }
   }

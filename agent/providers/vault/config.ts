@@ -9,7 +9,8 @@ import { ProviderError } from '../provider.ts';
  * VAULT_TOKEN); the rest name the auth method's inputs.
  */
 
-export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle';
+export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle' | 'cert';
+export const AUTH_METHODS: readonly AuthMethodName[] = ['token', 'kubernetes', 'jwt', 'approle', 'cert'];
 export type KvVersionSetting = 'auto' | '1' | '2';
 
 export const DEFAULT_SA_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
@@ -41,7 +42,9 @@ export type AuthSettings =
       readonly roleId: string;
       readonly secretId?: string;
       readonly secretIdFile?: string;
-    };
+    }
+  /** TLS certificate auth: the certificate is VAULT_CLIENT_CERT, presented on every connection. */
+  | { readonly method: 'cert'; readonly mount: string; readonly role?: string };
 
 /** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
 export const VAULT_ENV: readonly { name: string; default: string; doc: string }[] = [
@@ -93,7 +96,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_AUTH_METHOD',
     default: 'kubernetes if VAULT_ROLE is set and the service-account token exists, else token',
-    doc: '`token`, `kubernetes`, `jwt` or `approle`.',
+    doc: '`token`, `kubernetes`, `jwt`, `approle` or `cert` (TLS certificate: VAULT_CLIENT_CERT / VAULT_CLIENT_KEY).',
   },
   {
     name: 'VAULT_AUTH_MOUNT',
@@ -103,7 +106,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_ROLE',
     default: '',
-    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role).',
+    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role; cert: optional, the certificate role to check against, else every role of the mount).',
   },
   {
     name: 'VAULT_SA_TOKEN_FILE',
@@ -237,11 +240,11 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
   const saTokenFile = get('VAULT_SA_TOKEN_FILE') ?? DEFAULT_SA_TOKEN_FILE;
   const role = get('VAULT_ROLE');
   const methodText = get('VAULT_AUTH_METHOD') ?? (role && existsSync(saTokenFile) ? 'kubernetes' : 'token');
-  if (!['token', 'kubernetes', 'jwt', 'approle'].includes(methodText))
+  if (!(AUTH_METHODS as readonly string[]).includes(methodText))
     throw invalid(
       'VAULT_AUTH_METHOD',
       `${JSON.stringify(methodText)} is not a supported method`,
-      'use token, kubernetes, jwt or approle',
+      `use one of ${AUTH_METHODS.join(', ')}`,
     );
   const method = methodText as AuthMethodName;
   const mount = (get('VAULT_AUTH_MOUNT') ?? method).replace(/^\/+|\/+$/g, '').replace(/^auth\//, '');
@@ -260,7 +263,7 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         throw invalid(
           'VAULT_TOKEN',
           'no Vault credentials: VAULT_TOKEN and VAULT_TOKEN_FILE are unset and no login method is configured',
-          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle, or VAULT_TOKEN / VAULT_TOKEN_FILE',
+          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle|cert, or VAULT_TOKEN / VAULT_TOKEN_FILE',
         );
       return { method, ...(token ? { token } : {}), ...(tokenFile ? { tokenFile } : {}) };
     }
@@ -288,6 +291,14 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         ...(secretIdFile ? { secretIdFile } : {}),
       };
     }
+    case 'cert':
+      if (!get('VAULT_CLIENT_CERT'))
+        throw invalid(
+          'VAULT_CLIENT_CERT',
+          'is required for cert auth (VAULT_AUTH_METHOD=cert)',
+          'set VAULT_CLIENT_CERT and VAULT_CLIENT_KEY to the PEM certificate and key a certificate role on the cert auth mount trusts',
+        );
+      return { method, mount, ...(role ? { role } : {}) };
   }
 }
 
