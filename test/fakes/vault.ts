@@ -9,7 +9,12 @@
  *   - logins at `auth/<mount>/login` for kubernetes (role + jwt), jwt (role optional), approle and
  *     cert (the TLS client certificate of the connection, checked against each certificate role's
  *     CA; `name` picks one role): 400 "client certificate must be supplied" without one, 400
- *     "invalid certificate or no client certificate supplied" when no role trusts it;
+ *     "invalid certificate or no client certificate supplied" when no role trusts it; and aws (iam
+ *     type), done as Vault's backend does it: the base64 fields decoded and checked, X-Amz-* headers
+ *     outside Vault's allowed list refused, the X-Vault-AWS-IAM-Server-ID header required and
+ *     signed when configured, then the signed request sent to the configured STS endpoint (a real
+ *     moto server, which checks the SigV4 signature) with the Host it was signed for, and the ARN
+ *     of its answer matched against the role's bound_iam_principal_arn;
  *   - `auth/token/lookup-self` and `auth/token/renew-self`, capped at the token's max TTL;
  *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
  *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
@@ -28,6 +33,7 @@
 import { randomBytes, randomUUID, X509Certificate } from 'node:crypto';
 import {
   createServer as createHttpServer,
+  request as httpRequest,
   type IncomingMessage,
   type Server,
   type ServerResponse,
@@ -142,7 +148,27 @@ type AuthMount =
       readonly type: 'approle';
       readonly roles: Map<string, LoginRole & { readonly roleId: string; readonly secretId?: string }>;
     }
-  | { readonly type: 'cert'; readonly roles: Map<string, LoginRole & { readonly certificate: string }> };
+  | { readonly type: 'cert'; readonly roles: Map<string, LoginRole & { readonly certificate: string }> }
+  | {
+      readonly type: 'aws';
+      readonly roles: Map<string, LoginRole & { readonly boundIamPrincipalArn: readonly string[] }>;
+      config: AwsAuthConfig;
+    };
+
+/** auth/aws/config/client: where Vault sends the signed request, and the server id it demands. */
+export interface AwsAuthConfig {
+  /** sts_endpoint: e.g. a moto server's URL, standing in for https://sts.amazonaws.com. */
+  readonly stsEndpoint: string;
+  readonly iamServerId?: string;
+}
+
+/** What STS said about an aws login the fake accepted. */
+export interface AwsLogin {
+  readonly arn: string;
+  readonly role: string;
+  /** The STS URL the request was signed for (iam_request_url). */
+  readonly url: string;
+}
 
 export interface SeenRequest {
   readonly method: string;
@@ -190,6 +216,8 @@ const KV1_TTL_SEC = 2_764_800; // 768h: what KV v1 reports as lease_duration by 
 export class FakeVault {
   readonly clock: ManualClock;
   readonly requests: SeenRequest[] = [];
+  /** Accepted aws logins, in order: who STS said signed. */
+  readonly awsLogins: AwsLogin[] = [];
   readonly #server: Server;
   readonly #mounts = new Map<string, Mount>();
   readonly #authMounts = new Map<string, AuthMount>();
@@ -327,6 +355,18 @@ export class FakeVault {
     if (m.type === 'approle') m.roles.set(role, spec);
   }
 
+  /** Enables AWS auth at `auth/<mount>` with its client config (sts_endpoint, iam_server_id_header_value). */
+  awsAuth(mount: string, config: AwsAuthConfig): void {
+    const m = this.#auth(mount, 'aws');
+    if (m.type === 'aws') m.config = config;
+  }
+
+  /** An iam role (`vault write auth/aws/role/<role> auth_type=iam bound_iam_principal_arn=…`). */
+  awsRole(mount: string, role: string, spec: LoginRole & { boundIamPrincipalArn: readonly string[] }): void {
+    const m = this.#auth(mount, 'aws');
+    if (m.type === 'aws') m.roles.set(role, spec);
+  }
+
   /** A cert auth role (`vault write auth/cert/certs/<role> certificate=@ca.pem`): trusts what `certificate` signed. */
   certRole(mount: string, role: string, spec: LoginRole & { certificate: string }): void {
     const m = this.#auth(mount, 'cert');
@@ -428,7 +468,7 @@ export class FakeVault {
       }
       const peer = req.socket instanceof TLSSocket ? req.socket.getPeerCertificate() : undefined;
       const clientCert = peer?.raw ? new X509Certificate(peer.raw) : undefined;
-      const answer = this.#route(method, path, url.searchParams, namespace, token, input, clientCert);
+      const answer = await this.#route(method, path, url.searchParams, namespace, token, input, clientCert);
       status = answer.status ?? 200;
       body = answer.body;
     } catch (e) {
@@ -452,7 +492,7 @@ export class FakeVault {
     res.writeHead(status, headers).end(JSON.stringify(body));
   }
 
-  #route(
+  async #route(
     method: string,
     path: string,
     query: URLSearchParams,
@@ -460,11 +500,11 @@ export class FakeVault {
     tokenText: string | undefined,
     input: Record<string, unknown>,
     clientCert: X509Certificate | undefined,
-  ): { status?: number; body: unknown } {
+  ): Promise<{ status?: number; body: unknown }> {
     const write = method === 'POST' || method === 'PUT';
     const login = /^auth\/(.+)\/login$/.exec(path);
     if (login && write && login[1] !== 'token')
-      return { body: this.#login(namespace, login[1]!, input, clientCert) };
+      return { body: await this.#login(namespace, login[1]!, input, clientCert) };
     if (path === 'sys/health') return { body: { initialized: true, sealed: false, standby: false } };
 
     const token = this.#validToken(tokenText, namespace);
@@ -664,12 +704,12 @@ export class FakeVault {
     };
   }
 
-  #login(
+  async #login(
     namespace: string,
     mountPath: string,
     input: Record<string, unknown>,
     clientCert: X509Certificate | undefined,
-  ): unknown {
+  ): Promise<unknown> {
     const mount = this.#authMounts.get(join(namespace, mountPath));
     // No mount serves the path, so the request needs a token, and a login carries none.
     if (!mount) throw denied();
@@ -710,6 +750,23 @@ export class FakeVault {
           : [...mount.roles.values()];
         const r = candidates.find((c) => signedBy(clientCert, c.certificate));
         if (!r) throw new VaultHttpError(400, ['invalid certificate or no client certificate supplied']);
+        role = r;
+        break;
+      }
+      case 'aws': {
+        const caller = await awsCallerIdentity(mount.config, input);
+        const entity = iamEntity(caller.arn);
+        const name = typeof input.role === 'string' && input.role !== '' ? input.role : entity.friendlyName;
+        const r = mount.roles.get(name);
+        if (!r) throw new VaultHttpError(400, [`entry for role ${name} not found`]);
+        const bound = r.boundIamPrincipalArn.some(
+          (b) => b === entity.canonicalArn || (b.endsWith('*') && caller.arn.startsWith(b.slice(0, -1))),
+        );
+        if (!bound)
+          throw new VaultHttpError(400, [
+            `IAM Principal "${caller.arn}" does not belong to the role "${name}"`,
+          ]);
+        this.awsLogins.push({ arn: caller.arn, role: name, url: caller.url });
         role = r;
         break;
       }
@@ -878,7 +935,11 @@ export class FakeVault {
     let m = this.#authMounts.get(mount);
     if (!m) {
       m = (
-        type === 'jwt' ? { type, roles: new Map(), defaultRole: undefined } : { type, roles: new Map() }
+        type === 'jwt'
+          ? { type, roles: new Map(), defaultRole: undefined }
+          : type === 'aws'
+            ? { type, roles: new Map(), config: { stsEndpoint: 'https://sts.amazonaws.com' } }
+            : { type, roles: new Map() }
       ) as AuthMount;
       this.#authMounts.set(mount, m);
     }
@@ -912,6 +973,107 @@ function defaultFaultErrors(status: number, path: string): string[] {
   if (status === 503) return ['Vault is sealed'];
   if (status === 429) return [`request path "${path}": rate limit quota exceeded`];
   return ['internal error'];
+}
+
+/** The X-Amz-* headers Vault passes on to STS unless allowed_sts_header_values adds more. */
+const ALLOWED_STS_HEADERS = new Set([
+  'x-amz-algorithm',
+  'x-amz-content-sha256',
+  'x-amz-credential',
+  'x-amz-date',
+  'x-amz-security-token',
+  'x-amz-signature',
+  'x-amz-signedheaders',
+  'x-amz-user-agent',
+]);
+const IAM_SERVER_ID_HEADER = 'X-Vault-AWS-IAM-Server-ID';
+
+/** Vault's iam login up to STS's answer: the fields checked in its order, with its messages. */
+async function awsCallerIdentity(
+  config: AwsAuthConfig,
+  input: Record<string, unknown>,
+): Promise<{ arn: string; userId: string; account: string; url: string }> {
+  const field = (name: string): string => (typeof input[name] === 'string' ? (input[name] as string) : '');
+  const fail = (message: string): never => {
+    throw new VaultHttpError(400, [message]);
+  };
+  const method = field('iam_http_request_method');
+  if (method === '') fail('missing iam_http_request_method');
+  if (method !== 'POST') fail("invalid iam_http_request_method; currently only 'POST' is supported");
+  if (field('iam_request_url') === '') fail('missing iam_request_url');
+  let url: URL;
+  try {
+    url = new URL(Buffer.from(field('iam_request_url'), 'base64').toString('utf8'));
+  } catch {
+    return fail('error parsing iam_request_url');
+  }
+  if (field('iam_request_body') === '') fail('missing iam_request_body');
+  const body = Buffer.from(field('iam_request_body'), 'base64').toString('utf8');
+  let headers: Record<string, string[]> = {};
+  try {
+    const decoded = JSON.parse(
+      Buffer.from(field('iam_request_headers'), 'base64').toString('utf8'),
+    ) as Record<string, unknown>;
+    headers = Object.fromEntries(
+      Object.entries(decoded).map(([k, v]) => [k, (Array.isArray(v) ? v : [v]).map(String)]),
+    );
+  } catch {
+    headers = {};
+  }
+  if (Object.keys(headers).length === 0) fail('missing iam_request_headers');
+  for (const name of Object.keys(headers))
+    if (name.toLowerCase().startsWith('x-amz-') && !ALLOWED_STS_HEADERS.has(name.toLowerCase()))
+      fail(`invalid request header: ${name}`);
+  const header = (name: string): string | undefined =>
+    Object.entries(headers)
+      .find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1]
+      .join(',');
+  if (config.iamServerId !== undefined) {
+    const given = header(IAM_SERVER_ID_HEADER);
+    const problem =
+      given === undefined
+        ? `missing header "${IAM_SERVER_ID_HEADER}"`
+        : given !== config.iamServerId
+          ? `expected "${config.iamServerId}" but got "${given}"`
+          : !/SignedHeaders=([^,]+)/
+                .exec(header('authorization') ?? '')?.[1]!
+                .split(';')
+                .includes(IAM_SERVER_ID_HEADER.toLowerCase())
+            ? "vault header wasn't signed"
+            : undefined;
+    if (problem) fail(`error validating ${IAM_SERVER_ID_HEADER} header: ${problem}`);
+  }
+  // As Vault's buildHttpRequest: the configured endpoint, the client's path, the Host it signed.
+  const target = new URL(`${url.pathname}${url.search}`, config.stsEndpoint);
+  const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const out: Record<string, string> = { host: url.host };
+    for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() !== 'host') out[k] = v.join(',');
+    const req = httpRequest(target, { method: 'POST', headers: out }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  }).catch((e: Error) => fail(`error making upstream request: error making request: ${e.message}`));
+  if (answer.status !== 200)
+    fail(`error making upstream request: received error code ${answer.status} from STS: ${answer.text}`);
+  const tag = (name: string): string => new RegExp(`<${name}>([^<]*)</${name}>`).exec(answer.text)?.[1] ?? '';
+  return { arn: tag('Arn'), userId: tag('UserId'), account: tag('Account'), url: url.href };
+}
+
+/** Vault's parseIamArn and canonicalArn: an assumed role's session becomes its role. */
+function iamEntity(arn: string): { friendlyName: string; canonicalArn: string } {
+  const parts = arn.split(':');
+  if (parts.length !== 6 || parts[0] !== 'arn')
+    throw new VaultHttpError(400, [`error parsing arn "${arn}": unrecognized arn`]);
+  const [type, ...names] = parts[5]!.split('/');
+  const friendlyName = type === 'assumed-role' ? names[0]! : names.at(-1)!;
+  const canonicalType = type === 'assumed-role' ? 'role' : type!;
+  return { friendlyName, canonicalArn: `arn:${parts[1]}:iam::${parts[4]}:${canonicalType}/${friendlyName}` };
 }
 
 /**

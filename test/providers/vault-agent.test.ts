@@ -10,6 +10,8 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { canary } from '../support/canary.ts';
 import { memoryDir, runAgent } from '../support/run-agent.ts';
 import { FakeVault } from '../fakes/vault.ts';
+import { startMoto } from '../support/moto.ts';
+import { motoIamUser } from '../support/moto-iam.ts';
 
 let vault: FakeVault;
 let token: string;
@@ -129,6 +131,38 @@ describe('Vault through the built agent', () => {
     const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
     assert.equal(retries.length, 2);
     assert.deepEqual(retries[0]!.reasons, ['unavailable']);
+  });
+
+  it('logs in with aws auth (a SigV4-signed sts:GetCallerIdentity that STS, here moto, verifies)', async () => {
+    const moto = await startMoto({ INITIAL_NO_AUTH_ACTION_COUNT: '2' });
+    try {
+      const user = await motoIamUser(moto.endpoint, 'shop-web');
+      vault.awsAuth('aws', { stsEndpoint: moto.endpoint, iamServerId: 'vault.shop.example' });
+      vault.awsRole('aws', 'shop-web', { boundIamPrincipalArn: [user.arn], policies: ['app'], ttlSec: 600 });
+      using dir = memoryDir();
+      const run = await runAgent(
+        env(dir.path, {
+          VAULT_AUTH_METHOD: 'aws',
+          VAULT_AWS_IAM_SERVER_ID: 'vault.shop.example',
+          AWS_ACCESS_KEY_ID: user.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: user.secretAccessKey,
+          AWS_EC2_METADATA_DISABLED: 'true',
+          SECRET_0_REF: 'vault:secret/data/app#password',
+          SECRET_0_FILENAME: 'password',
+        }),
+      );
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(readFileSync(join(dir.path, 'password'), 'utf8'), app.password);
+      assert.deepEqual(vault.awsLogins.at(-1), {
+        arn: user.arn,
+        role: 'shop-web',
+        url: 'https://sts.amazonaws.com/',
+      });
+      for (const output of [run.stdout, run.stderr])
+        assert.ok(!output.includes(user.secretAccessKey), 'the AWS secret key leaked into the output');
+    } finally {
+      await moto.stop();
+    }
   });
 
   it('reports unusable Vault settings as a configuration error naming the variable, without a request', async () => {

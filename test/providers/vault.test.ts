@@ -18,6 +18,8 @@ import { openVaultProvider, type VaultProvider } from '../../agent/providers/vau
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FakeVault } from '../fakes/vault.ts';
+import { startMoto, type Moto } from '../support/moto.ts';
+import { motoIamUser, type MotoIamUser } from '../support/moto-iam.ts';
 
 let vault: FakeVault;
 let files: string;
@@ -862,6 +864,163 @@ describe('Vault cert auth (VAULT_AUTH_METHOD=cert)', () => {
         !e.transient &&
         /^VAULT_CLIENT_CERT: is required for cert auth/.test(e.message),
     );
+  });
+});
+
+describe('Vault aws auth (VAULT_AUTH_METHOD=aws, iam)', () => {
+  let moto: Moto;
+  let web: MotoIamUser;
+  let intruder: MotoIamUser;
+  const saved = new Map<string, string | undefined>();
+  const AWS_VARS = [
+    'AWS_ACCESS_KEY_ID',
+    'AWS_SECRET_ACCESS_KEY',
+    'AWS_SESSION_TOKEN',
+    'AWS_PROFILE',
+    'AWS_SHARED_CREDENTIALS_FILE',
+    'AWS_CONFIG_FILE',
+    'AWS_WEB_IDENTITY_TOKEN_FILE',
+    'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+    'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
+    'AWS_EC2_METADATA_DISABLED',
+  ];
+  /** The AWS SDK's credential chain reads the process environment, as it does in a pod. */
+  const useCredentials = (user: { accessKeyId: string; secretAccessKey: string } | undefined): void => {
+    for (const name of AWS_VARS) Reflect.deleteProperty(process.env, name);
+    process.env.AWS_SHARED_CREDENTIALS_FILE = join(files, 'no-aws-credentials');
+    process.env.AWS_CONFIG_FILE = join(files, 'no-aws-config');
+    process.env.AWS_EC2_METADATA_DISABLED = 'true';
+    if (user) {
+      process.env.AWS_ACCESS_KEY_ID = user.accessKeyId;
+      process.env.AWS_SECRET_ACCESS_KEY = user.secretAccessKey;
+    }
+  };
+
+  before(async () => {
+    for (const name of AWS_VARS) saved.set(name, process.env[name]);
+    // moto checks every signature once the four set-up requests (two per user) are done.
+    moto = await startMoto({ INITIAL_NO_AUTH_ACTION_COUNT: '4' });
+    web = await motoIamUser(moto.endpoint, 'shop-web');
+    intruder = await motoIamUser(moto.endpoint, 'intruder');
+    // Vault's auth/aws/config/client: moto stands in for STS.
+    vault.awsAuth('aws', { stsEndpoint: moto.endpoint, iamServerId: 'vault.shop.example' });
+    vault.awsRole('aws', 'shop-web', {
+      boundIamPrincipalArn: [web.arn],
+      policies: ['app-read'],
+      ttlSec: 600,
+    });
+    vault.awsAuth('aws-open', { stsEndpoint: moto.endpoint });
+    vault.awsRole('aws-open', 'web', {
+      boundIamPrincipalArn: ['arn:aws:iam::123456789012:user/shop-*'],
+      policies: ['app-read'],
+      ttlSec: 600,
+    });
+  });
+  after(async () => {
+    for (const [name, value] of saved)
+      if (value === undefined) Reflect.deleteProperty(process.env, name);
+      else process.env[name] = value;
+    await moto?.stop();
+  });
+
+  it('logs in with an sts:GetCallerIdentity request signed with the pod’s credentials, which STS (moto) verifies', async () => {
+    useCredentials(web);
+    const p = provider({ VAULT_AUTH_METHOD: 'aws', VAULT_AWS_IAM_SERVER_ID: 'vault.shop.example' });
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+    assert.equal(vault.count('POST', 'auth/aws/login'), 1);
+    // No VAULT_ROLE: Vault takes the IAM user's name as the role, as its docs say.
+    assert.deepEqual(vault.awsLogins.at(-1), {
+      arn: web.arn,
+      role: 'shop-web',
+      url: 'https://sts.amazonaws.com/',
+    });
+    const error = await failure(p, 'vault:secret/data/forbidden-aws');
+    assert.ok(!`${error.message}${error.fix}`.includes(web.secretAccessKey), 'the secret key leaked');
+  });
+
+  it('signs for the region and STS endpoint asked, and names the role; a bound wildcard admits the user', async () => {
+    useCredentials(web);
+    const p = provider({
+      VAULT_AUTH_METHOD: 'aws',
+      VAULT_AUTH_MOUNT: 'aws-open',
+      VAULT_ROLE: 'web',
+      VAULT_AWS_REGION: 'eu-west-1',
+    });
+    await value(p, 'vault:kv1/legacy');
+    assert.deepEqual(vault.awsLogins.at(-1), {
+      arn: web.arn,
+      role: 'web',
+      url: 'https://sts.eu-west-1.amazonaws.com/',
+    });
+    const auto = provider({
+      VAULT_AUTH_METHOD: 'aws',
+      VAULT_AUTH_MOUNT: 'aws-open',
+      VAULT_ROLE: 'web',
+      VAULT_AWS_REGION: 'auto',
+      AWS_REGION: 'ap-south-1',
+      VAULT_AWS_STS_ENDPOINT: 'https://sts-vpce.example.internal',
+    });
+    await value(auto, 'vault:kv1/legacy');
+    assert.equal(vault.awsLogins.at(-1)!.url, 'https://sts-vpce.example.internal/');
+  });
+
+  it('a wrong secret key fails at STS (moto’s SignatureDoesNotMatch) as auth, never showing the key', async () => {
+    const wrongKey = canary('aws-secret-key');
+    useCredentials({ accessKeyId: web.accessKeyId, secretAccessKey: wrongKey });
+    const p = provider({ VAULT_AUTH_METHOD: 'aws', VAULT_AWS_IAM_SERVER_ID: 'vault.shop.example' });
+    const error = await failure(p, 'vault:kv1/legacy');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(
+      error.message,
+      /^aws auth \(iam\) at auth\/aws: login failed: HTTP 400: error making upstream request: received error code 403 from STS: [\s\S]*SignatureDoesNotMatch/,
+    );
+    assert.match(error.fix, /bound_iam_principal_arn/);
+  });
+
+  it('refuses a principal the role does not bind, and a login without the server id Vault demands', async () => {
+    useCredentials(intruder);
+    const p = provider({
+      VAULT_AUTH_METHOD: 'aws',
+      VAULT_ROLE: 'shop-web',
+      VAULT_AWS_IAM_SERVER_ID: 'vault.shop.example',
+    });
+    const notBound = await failure(p, 'vault:kv1/legacy');
+    assert.equal(notBound.reason, 'auth');
+    assert.match(notBound.message, /IAM Principal ".*user\/intruder" does not belong to the role "shop-web"/);
+    useCredentials(web);
+    const noId = await failure(provider({ VAULT_AUTH_METHOD: 'aws' }), 'vault:kv1/legacy');
+    assert.match(
+      noId.message,
+      /error validating X-Vault-AWS-IAM-Server-ID header: missing header "X-Vault-AWS-IAM-Server-ID"/,
+    );
+    assert.match(noId.fix, /VAULT_AWS_IAM_SERVER_ID/);
+  });
+
+  it('without AWS credentials fails as auth before asking Vault, naming the SDK’s error and the fix', async () => {
+    useCredentials(undefined);
+    const p = provider({ VAULT_AUTH_METHOD: 'aws' });
+    const error = await failure(p, 'vault:kv1/legacy');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(
+      error.message,
+      /no AWS credentials to sign sts:GetCallerIdentity with: CredentialsProviderError/,
+    );
+    assert.match(error.fix, /EKS Pod Identity or IRSA/);
+    assert.equal(vault.count('POST', 'auth/aws/login'), 0);
+  });
+
+  it('refuses unusable region and endpoint settings at start, naming the variable', () => {
+    const bad = (env: Record<string, string>, field: RegExp) =>
+      assert.throws(
+        () => provider({ VAULT_AUTH_METHOD: 'aws', ...env }),
+        (e: ProviderError) => e.reason === 'invalid' && !e.transient && field.test(e.message),
+      );
+    bad({ VAULT_AWS_REGION: 'Europe' }, /^VAULT_AWS_REGION: "Europe" is not an AWS region/);
+    bad({ VAULT_AWS_REGION: 'auto' }, /^VAULT_AWS_REGION: is auto, but AWS_REGION/);
+    bad({ VAULT_AWS_STS_ENDPOINT: 'sts.amazonaws.com' }, /^VAULT_AWS_STS_ENDPOINT: .* is not a URL/);
+    bad({ VAULT_AWS_STS_ENDPOINT: 'https://k:s@sts.amazonaws.com' }, /^VAULT_AWS_STS_ENDPOINT: /);
   });
 });
 

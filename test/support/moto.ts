@@ -27,14 +27,17 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Starts the real moto server on a free loopback port; fails loudly if moto is missing. */
-export async function startMoto(): Promise<Moto> {
+/**
+ * Starts the real moto server on a free loopback port; fails loudly if moto is missing. `env` adds
+ * moto settings, e.g. INITIAL_NO_AUTH_ACTION_COUNT to make it check SigV4 signatures (motoIamUser).
+ */
+export async function startMoto(env: Readonly<Record<string, string>> = {}): Promise<Moto> {
   const probe = spawnSync('python3', ['-c', 'import moto.server'], { encoding: 'utf8' });
   if (probe.status !== 0) throw new Error(`${INSTALL_HINT}\n${probe.stderr ?? ''}`);
   const port = await freePort();
   const child: ChildProcess = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
     stdio: 'ignore',
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
   });
   const endpoint = `http://127.0.0.1:${port}`;
   const started = Date.now();

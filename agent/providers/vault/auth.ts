@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { ProviderError } from '../provider.ts';
+import type { AwsIamLogin } from './aws-iam-login.ts';
 import type { AuthSettings } from './config.ts';
 import { loginError } from './errors.ts';
 import type { VaultApi, VaultCall } from './http.ts';
@@ -147,6 +148,36 @@ export function createAuthenticator(auth: AuthSettings, namespace: string): Auth
             loginFix,
             signal,
           ),
+      };
+    }
+    case 'aws': {
+      const description = `aws auth (iam) at auth/${auth.mount}${auth.role ? ` as role ${JSON.stringify(auth.role)}` : ''}${where}`;
+      const loginFix = `check that Vault role ${auth.role ? JSON.stringify(auth.role) : '(named after the pod’s IAM role)'} on auth/${auth.mount} has auth_type=iam and a bound_iam_principal_arn matching the pod's IAM role, that auth/${auth.mount}/config/client names the STS the request is signed for (sts_endpoint ${auth.stsEndpoint.origin}, sts_region ${auth.region}: VAULT_AWS_STS_ENDPOINT, VAULT_AWS_REGION) and, if set, iam_server_id_header_value = VAULT_AWS_IAM_SERVER_ID, and that VAULT_AUTH_MOUNT names the mount in the login namespace (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE)`;
+      // The AWS SDK's credential chain loads only for this method.
+      let signing: Promise<AwsIamLogin> | undefined;
+      return {
+        kind: 'login',
+        description,
+        deniedFix: (path) =>
+          `the policies of Vault role ${JSON.stringify(auth.role ?? 'named after the IAM role')} (auth/${auth.mount}) must allow \`read\` on ${path}`,
+        async obtain(api, signal) {
+          signing ??= import('./aws-iam-login.ts').then((m) =>
+            m.createAwsIamLogin({
+              region: auth.region,
+              stsEndpoint: auth.stsEndpoint,
+              ...(auth.serverId !== undefined ? { serverId: auth.serverId } : {}),
+            }),
+          );
+          const fields = await (await signing).fields(description, loginFix);
+          return login(
+            api,
+            `auth/${auth.mount}/login`,
+            { ...(auth.role ? { role: auth.role } : {}), ...fields },
+            description,
+            loginFix,
+            signal,
+          );
+        },
       };
     }
   }

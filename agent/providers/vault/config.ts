@@ -9,8 +9,15 @@ import { ProviderError } from '../provider.ts';
  * VAULT_TOKEN); the rest name the auth method's inputs.
  */
 
-export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle' | 'cert';
-export const AUTH_METHODS: readonly AuthMethodName[] = ['token', 'kubernetes', 'jwt', 'approle', 'cert'];
+export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle' | 'cert' | 'aws';
+export const AUTH_METHODS: readonly AuthMethodName[] = [
+  'token',
+  'kubernetes',
+  'jwt',
+  'approle',
+  'cert',
+  'aws',
+];
 export type KvVersionSetting = 'auto' | '1' | '2';
 
 export const DEFAULT_SA_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
@@ -44,7 +51,16 @@ export type AuthSettings =
       readonly secretIdFile?: string;
     }
   /** TLS certificate auth: the certificate is VAULT_CLIENT_CERT, presented on every connection. */
-  | { readonly method: 'cert'; readonly mount: string; readonly role?: string };
+  | { readonly method: 'cert'; readonly mount: string; readonly role?: string }
+  /** AWS IAM (iam type): a signed sts:GetCallerIdentity request, signed for `region` and `stsEndpoint`. */
+  | {
+      readonly method: 'aws';
+      readonly mount: string;
+      readonly role?: string;
+      readonly region: string;
+      readonly stsEndpoint: URL;
+      readonly serverId?: string;
+    };
 
 /** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
 export const VAULT_ENV: readonly { name: string; default: string; doc: string }[] = [
@@ -96,7 +112,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_AUTH_METHOD',
     default: 'kubernetes if VAULT_ROLE is set and the service-account token exists, else token',
-    doc: '`token`, `kubernetes`, `jwt`, `approle` or `cert` (TLS certificate: VAULT_CLIENT_CERT / VAULT_CLIENT_KEY).',
+    doc: '`token`, `kubernetes`, `jwt`, `approle`, `cert` (TLS certificate: VAULT_CLIENT_CERT / VAULT_CLIENT_KEY) or `aws` (IAM: a signed sts:GetCallerIdentity).',
   },
   {
     name: 'VAULT_AUTH_MOUNT',
@@ -106,7 +122,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_ROLE',
     default: '',
-    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role; cert: optional, the certificate role to check against, else every role of the mount).',
+    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role; cert: optional, the certificate role to check against, else every role of the mount; aws: optional, else the name of the pod’s IAM role).',
   },
   {
     name: 'VAULT_SA_TOKEN_FILE',
@@ -128,6 +144,21 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   { name: 'VAULT_SECRET_ID', default: '', doc: 'approle: the secret id (prefer VAULT_SECRET_ID_FILE).' },
   { name: 'VAULT_SECRET_ID_FILE', default: '', doc: 'approle: file holding the secret id.' },
   {
+    name: 'VAULT_AWS_REGION',
+    default: 'us-east-1',
+    doc: 'aws: the STS region the request is signed for (Vault’s sts_region); `auto` takes AWS_REGION / AWS_DEFAULT_REGION.',
+  },
+  {
+    name: 'VAULT_AWS_STS_ENDPOINT',
+    default: 'https://sts.amazonaws.com for us-east-1, else https://sts.REGION.amazonaws.com',
+    doc: 'aws: the STS URL the request is signed for; Vault’s auth/aws/config/client sts_endpoint must name the same.',
+  },
+  {
+    name: 'VAULT_AWS_IAM_SERVER_ID',
+    default: '',
+    doc: 'aws: value of the signed X-Vault-AWS-IAM-Server-ID header, for a Vault with iam_server_id_header_value (stops replay against another Vault).',
+  },
+  {
     name: 'VAULT_KV_VERSION',
     default: 'auto',
     doc: '`auto` asks Vault per mount (sys/internal/ui/mounts); `1` or `2` applies to every vault: reference.',
@@ -141,6 +172,7 @@ function invalid(field: string, problem: string, fix: string): ProviderError {
 }
 
 const MOUNT = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
+const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 
 /** Reads the settings; throws a non-transient ProviderError naming the variable. Never reads a secret's value into a message. */
 export function parseVaultSettings(env: Env): VaultSettings {
@@ -263,7 +295,7 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         throw invalid(
           'VAULT_TOKEN',
           'no Vault credentials: VAULT_TOKEN and VAULT_TOKEN_FILE are unset and no login method is configured',
-          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle|cert, or VAULT_TOKEN / VAULT_TOKEN_FILE',
+          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle|cert|aws, or VAULT_TOKEN / VAULT_TOKEN_FILE',
         );
       return { method, ...(token ? { token } : {}), ...(tokenFile ? { tokenFile } : {}) };
     }
@@ -299,6 +331,56 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
           'set VAULT_CLIENT_CERT and VAULT_CLIENT_KEY to the PEM certificate and key a certificate role on the cert auth mount trusts',
         );
       return { method, mount, ...(role ? { role } : {}) };
+    case 'aws': {
+      const regionText = get('VAULT_AWS_REGION') ?? 'us-east-1';
+      const region = regionText === 'auto' ? (get('AWS_REGION') ?? get('AWS_DEFAULT_REGION')) : regionText;
+      if (region === undefined)
+        throw invalid(
+          'VAULT_AWS_REGION',
+          'is auto, but AWS_REGION and AWS_DEFAULT_REGION are unset',
+          'set VAULT_AWS_REGION to the STS region Vault is configured for (sts_region), e.g. us-east-1',
+        );
+      if (!AWS_REGION.test(region))
+        throw invalid(
+          regionText === 'auto' ? 'AWS_REGION' : 'VAULT_AWS_REGION',
+          `${JSON.stringify(region)} is not an AWS region`,
+          'set it like us-east-1 or eu-west-1',
+        );
+      const endpointText =
+        get('VAULT_AWS_STS_ENDPOINT') ??
+        (region === 'us-east-1' ? 'https://sts.amazonaws.com' : `https://sts.${region}.amazonaws.com`);
+      let stsEndpoint: URL;
+      try {
+        stsEndpoint = new URL(endpointText);
+      } catch {
+        throw invalid(
+          'VAULT_AWS_STS_ENDPOINT',
+          `${JSON.stringify(endpointText)} is not a URL`,
+          'set it like https://sts.eu-west-1.amazonaws.com',
+        );
+      }
+      if (
+        (stsEndpoint.protocol !== 'https:' && stsEndpoint.protocol !== 'http:') ||
+        stsEndpoint.username ||
+        stsEndpoint.password ||
+        stsEndpoint.search ||
+        stsEndpoint.hash
+      )
+        throw invalid(
+          'VAULT_AWS_STS_ENDPOINT',
+          `${JSON.stringify(endpointText)} is not an http(s) URL without credentials, query or fragment`,
+          'set it like https://sts.eu-west-1.amazonaws.com',
+        );
+      const serverId = get('VAULT_AWS_IAM_SERVER_ID');
+      return {
+        method,
+        mount,
+        ...(role ? { role } : {}),
+        region,
+        stsEndpoint,
+        ...(serverId ? { serverId } : {}),
+      };
+    }
   }
 }
 
