@@ -14,7 +14,11 @@
  *     outside Vault's allowed list refused, the X-Vault-AWS-IAM-Server-ID header required and
  *     signed when configured, then the signed request sent to the configured STS endpoint (a real
  *     moto server, which checks the SigV4 signature) with the Host it was signed for, and the ARN
- *     of its answer matched against the role's bound_iam_principal_arn;
+ *     of its answer matched against the role's bound_iam_principal_arn; and gcp (iam type), as the
+ *     vault-plugin-auth-gcp backend: the JWT's key fetched from the configured API endpoint by the
+ *     header's kid and the unverified sub, the RS256 signature checked, exp (at most 15 minutes
+ *     ahead, the role's max_jwt_exp), sub and aud (`…vault/<role>`) validated, the account matched
+ *     against bound_service_accounts, all with the plugin's messages;
  *   - `auth/token/lookup-self` and `auth/token/renew-self`, capped at the token's max TTL;
  *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
  *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
@@ -30,7 +34,7 @@
  * Expiry follows an injectable ManualClock that tests advance instead of waiting. Every answer uses
  * Vault's envelope: {request_id, lease_id, renewable, lease_duration, data, wrap_info, warnings, auth, mount_type}.
  */
-import { randomBytes, randomUUID, X509Certificate } from 'node:crypto';
+import { randomBytes, randomUUID, verify, X509Certificate } from 'node:crypto';
 import {
   createServer as createHttpServer,
   request as httpRequest,
@@ -153,7 +157,20 @@ type AuthMount =
       readonly type: 'aws';
       readonly roles: Map<string, LoginRole & { readonly boundIamPrincipalArn: readonly string[] }>;
       config: AwsAuthConfig;
-    };
+    }
+  | { readonly type: 'gcp'; readonly roles: Map<string, GcpRole>; config: GcpAuthConfig };
+
+/** auth/gcp/config: custom_endpoint.api, where the service accounts' public keys are fetched. */
+export interface GcpAuthConfig {
+  readonly apiEndpoint: string;
+}
+
+/** An iam role (`vault write auth/gcp/role/<role> type=iam bound_service_accounts=…`). */
+export interface GcpRole extends LoginRole {
+  readonly boundServiceAccounts: readonly string[];
+  /** max_jwt_exp, default 900. */
+  readonly maxJwtExpSec?: number;
+}
 
 /** auth/aws/config/client: where Vault sends the signed request, and the server id it demands. */
 export interface AwsAuthConfig {
@@ -365,6 +382,17 @@ export class FakeVault {
   awsRole(mount: string, role: string, spec: LoginRole & { boundIamPrincipalArn: readonly string[] }): void {
     const m = this.#auth(mount, 'aws');
     if (m.type === 'aws') m.roles.set(role, spec);
+  }
+
+  /** Enables GCP auth at `auth/<mount>` with its custom API endpoint (a FakeGoogleIam). */
+  gcpAuth(mount: string, config: GcpAuthConfig): void {
+    const m = this.#auth(mount, 'gcp');
+    if (m.type === 'gcp') m.config = config;
+  }
+
+  gcpRole(mount: string, role: string, spec: GcpRole): void {
+    const m = this.#auth(mount, 'gcp');
+    if (m.type === 'gcp') m.roles.set(role, spec);
   }
 
   /** A cert auth role (`vault write auth/cert/certs/<role> certificate=@ca.pem`): trusts what `certificate` signed. */
@@ -770,6 +798,9 @@ export class FakeVault {
         role = r;
         break;
       }
+      case 'gcp':
+        role = await gcpIamLogin(mount.config, mount.roles, input);
+        break;
     }
     const token = this.#issue(namespace, `auth/${mountPath}/login`, {
       policies: role.policies,
@@ -939,7 +970,9 @@ export class FakeVault {
           ? { type, roles: new Map(), defaultRole: undefined }
           : type === 'aws'
             ? { type, roles: new Map(), config: { stsEndpoint: 'https://sts.amazonaws.com' } }
-            : { type, roles: new Map() }
+            : type === 'gcp'
+              ? { type, roles: new Map(), config: { apiEndpoint: 'https://www.googleapis.com' } }
+              : { type, roles: new Map() }
       ) as AuthMount;
       this.#authMounts.set(mount, m);
     }
@@ -1063,6 +1096,81 @@ async function awsCallerIdentity(
     fail(`error making upstream request: received error code ${answer.status} from STS: ${answer.text}`);
   const tag = (name: string): string => new RegExp(`<${name}>([^<]*)</${name}>`).exec(answer.text)?.[1] ?? '';
   return { arn: tag('Arn'), userId: tag('UserId'), account: tag('Account'), url: url.href };
+}
+
+/**
+ * vault-plugin-auth-gcp's iam login up to the token: JWT, key, claims, role. JWT times are judged
+ * on the wall clock, as the agent that asked for the JWT sets them.
+ */
+async function gcpIamLogin(
+  config: GcpAuthConfig,
+  roles: ReadonlyMap<string, GcpRole>,
+  input: Record<string, unknown>,
+): Promise<GcpRole> {
+  const fail = (message: string): never => {
+    throw new VaultHttpError(400, [message]);
+  };
+  const roleName = typeof input.role === 'string' ? input.role : '';
+  if (roleName === '') fail('role is required');
+  const role = roles.get(roleName) ?? fail(`role "${roleName}" not found`);
+  if (typeof input.jwt !== 'string') return fail('jwt argument is required');
+  const parts = input.jwt.split('.');
+  const decode = (part: string | undefined): Record<string, unknown> => {
+    try {
+      return JSON.parse(Buffer.from(part ?? '', 'base64url').toString('utf8')) as Record<string, unknown>;
+    } catch {
+      return fail('unable to parse signed JWT: go-jose/go-jose: compact JWS format must have three parts');
+    }
+  };
+  if (parts.length !== 3)
+    fail('unable to parse signed JWT: go-jose/go-jose: compact JWS format must have three parts');
+  const header = decode(parts[0]);
+  const claims = decode(parts[1]);
+  const kid = String(header.kid ?? '');
+  const sub = typeof claims.sub === 'string' ? claims.sub : '';
+  if (sub === '') fail("unable to get public key for signed JWT: expected 'sub' claim from JWT");
+  const keyUrl = `${config.apiEndpoint.replace(/\/$/, '')}/service_accounts/v1/metadata/x509/${encodeURIComponent(sub)}`;
+  const keys = await fetch(keyUrl).then(async (r) =>
+    r.ok ? ((await r.json()) as Record<string, string>) : undefined,
+  );
+  const pem = keys?.[kid];
+  if (!pem)
+    fail(
+      `unable to get public key for signed JWT: unable to get public key "${kid}" for JWT subject "${sub}": service account "${kid}" key "${sub}" not found at GET "${keyUrl}"`,
+    );
+  const valid =
+    header.alg === 'RS256' &&
+    verify(
+      'RSA-SHA256',
+      Buffer.from(`${parts[0]}.${parts[1]}`),
+      new X509Certificate(pem!).publicKey,
+      Buffer.from(parts[2]!, 'base64url'),
+    );
+  if (!valid) fail('go-jose/go-jose: error in cryptographic primitive');
+  const now = Date.now() / 1000;
+  const exp = typeof claims.exp === 'number' ? claims.exp : 0;
+  if (exp === 0 || exp < now - 60) fail("JWT is expired or does not have proper 'exp' claim");
+  if (exp - now > 15 * 60 + 60) fail(`JWT must expire in 15 minutes, expires in ${Math.round(exp - now)}s`);
+  const audiences = Array.isArray(claims.aud) ? claims.aud.map(String) : [String(claims.aud ?? '')];
+  const expected = `vault/${roleName}`;
+  if (audiences.some((a) => !a.endsWith(expected)))
+    fail(`at least one of the JWT claim 'aud' must end in "${expected}"`);
+  const maxJwtExp = role.maxJwtExpSec ?? 900;
+  if (exp > now + maxJwtExp)
+    fail(`role requires that service account JWTs expire within ${maxJwtExp} seconds`);
+  if (
+    !role.boundServiceAccounts.includes(sub) &&
+    !(role.boundServiceAccounts.length === 1 && role.boundServiceAccounts[0] === '*')
+  )
+    fail(`service account ${sub} (id: ${uniqueId(sub)}) is not authorized for role`);
+  return role;
+}
+
+/** A stable numeric id for an account email, as IAM gives each service account one. */
+function uniqueId(email: string): string {
+  return BigInt(`0x${Buffer.from(email).toString('hex').slice(0, 16)}`)
+    .toString()
+    .slice(0, 21);
 }
 
 /** Vault's parseIamArn and canonicalArn: an assumed role's session becomes its role. */

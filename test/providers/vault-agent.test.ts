@@ -10,6 +10,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { canary } from '../support/canary.ts';
 import { memoryDir, runAgent } from '../support/run-agent.ts';
 import { FakeVault } from '../fakes/vault.ts';
+import { FakeGoogleIam } from '../fakes/google-iam.ts';
 import { startMoto } from '../support/moto.ts';
 import { motoIamUser } from '../support/moto-iam.ts';
 
@@ -162,6 +163,37 @@ describe('Vault through the built agent', () => {
         assert.ok(!output.includes(user.secretAccessKey), 'the AWS secret key leaked into the output');
     } finally {
       await moto.stop();
+    }
+  });
+
+  it('logs in with gcp auth (a JWT signed through IAM Credentials with the metadata server’s token), logging no credential', async () => {
+    const account = 'shop-web@my-project.iam.gserviceaccount.com';
+    const google = await FakeGoogleIam.start({ serviceAccount: account, accessToken: canary('gcp-token') });
+    try {
+      vault.gcpAuth('gcp', { apiEndpoint: google.endpoint });
+      vault.gcpRole('gcp', 'web', { boundServiceAccounts: [account], policies: ['app'], ttlSec: 600 });
+      using dir = memoryDir();
+      const run = await runAgent(
+        env(dir.path, {
+          VAULT_AUTH_METHOD: 'gcp',
+          VAULT_ROLE: 'web',
+          VAULT_GCP_IAM_CREDENTIALS_ENDPOINT: google.endpoint,
+          GCE_METADATA_HOST: google.metadataHost,
+          GOOGLE_CLOUD_PROJECT: 'my-project',
+          // The Google auth library's debug logging prints token responses: it must stay off.
+          GOOGLE_SDK_NODE_LOGGING: '*',
+          SECRET_0_REF: 'vault:secret/data/app#password',
+          SECRET_0_FILENAME: 'password',
+        }),
+      );
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(readFileSync(join(dir.path, 'password'), 'utf8'), app.password);
+      assert.equal(google.signed.length, 1);
+      assert.equal(google.signed[0]!.claims.aud, 'vault/web');
+      for (const output of [run.stdout, run.stderr])
+        assert.ok(!output.includes(google.signed[0]!.signedJwt), 'the signed JWT leaked into the output');
+    } finally {
+      await google.stop();
     }
   });
 

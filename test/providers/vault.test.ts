@@ -18,6 +18,7 @@ import { openVaultProvider, type VaultProvider } from '../../agent/providers/vau
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FakeVault } from '../fakes/vault.ts';
+import { FakeGoogleIam } from '../fakes/google-iam.ts';
 import { startMoto, type Moto } from '../support/moto.ts';
 import { motoIamUser, type MotoIamUser } from '../support/moto-iam.ts';
 
@@ -1021,6 +1022,127 @@ describe('Vault aws auth (VAULT_AUTH_METHOD=aws, iam)', () => {
     bad({ VAULT_AWS_REGION: 'auto' }, /^VAULT_AWS_REGION: is auto, but AWS_REGION/);
     bad({ VAULT_AWS_STS_ENDPOINT: 'sts.amazonaws.com' }, /^VAULT_AWS_STS_ENDPOINT: .* is not a URL/);
     bad({ VAULT_AWS_STS_ENDPOINT: 'https://k:s@sts.amazonaws.com' }, /^VAULT_AWS_STS_ENDPOINT: /);
+  });
+});
+
+describe('Vault gcp auth (VAULT_AUTH_METHOD=gcp, iam)', () => {
+  const account = 'shop-web@my-project.iam.gserviceaccount.com';
+  const accessToken = canary('gcp-access-token');
+  let google: FakeGoogleIam;
+  const saved = new Map<string, string | undefined>();
+  const GOOGLE_VARS = [
+    'GCE_METADATA_HOST',
+    'GCE_METADATA_IP',
+    'GOOGLE_APPLICATION_CREDENTIALS',
+    'GOOGLE_CLOUD_PROJECT',
+  ];
+
+  before(async () => {
+    for (const name of GOOGLE_VARS) saved.set(name, process.env[name]);
+    google = await FakeGoogleIam.start({ serviceAccount: account, accessToken });
+    // google-auth-library finds Workload Identity's metadata server here, as in a GKE pod.
+    Reflect.deleteProperty(process.env, 'GOOGLE_APPLICATION_CREDENTIALS');
+    Reflect.deleteProperty(process.env, 'GCE_METADATA_IP');
+    process.env.GCE_METADATA_HOST = google.metadataHost;
+    // Else the library asks `gcloud config config-helper` (installed on this machine, not in a pod).
+    process.env.GOOGLE_CLOUD_PROJECT = 'my-project';
+    vault.gcpAuth('gcp', { apiEndpoint: google.endpoint });
+    vault.gcpRole('gcp', 'web', { boundServiceAccounts: [account], policies: ['app-read'], ttlSec: 600 });
+    vault.gcpRole('gcp', 'other-team', {
+      boundServiceAccounts: ['other@my-project.iam.gserviceaccount.com'],
+      policies: ['app-read'],
+      ttlSec: 600,
+    });
+    vault.gcpRole('gcp', 'strict', {
+      boundServiceAccounts: [account],
+      maxJwtExpSec: 120,
+      policies: ['app-read'],
+      ttlSec: 600,
+    });
+  });
+  after(async () => {
+    for (const [name, value] of saved)
+      if (value === undefined) Reflect.deleteProperty(process.env, name);
+      else process.env[name] = value;
+    await google?.stop();
+  });
+
+  const gcp = (env: Record<string, string>): VaultProvider =>
+    provider({ VAULT_AUTH_METHOD: 'gcp', VAULT_GCP_IAM_CREDENTIALS_ENDPOINT: google.endpoint, ...env });
+
+  const noJwtIn = (text: string): void => {
+    for (const { signedJwt } of google.signed) assert.ok(!text.includes(signedJwt), 'a signed JWT leaked');
+  };
+
+  it('logs in with a JWT Google signs for the pod’s service account (signJwt), which Vault verifies with its public key', async () => {
+    const p = gcp({ VAULT_ROLE: 'web' });
+    const before = Math.floor(Date.now() / 1000);
+    assert.deepEqual(json(await value(p, 'vault:kv1/legacy')), legacy);
+    assert.equal(vault.count('POST', 'auth/gcp/login'), 1);
+    const { claims, serviceAccount } = google.signed.at(-1)!;
+    assert.equal(serviceAccount, account, 'the account the metadata server names');
+    assert.equal(claims.aud, 'vault/web');
+    assert.equal(claims.sub, account);
+    const lifetime = (claims.exp as number) - before;
+    assert.ok(lifetime > 0 && lifetime <= 15 * 60, `exp ${lifetime}s ahead`);
+  });
+
+  it('a service account the role does not bind, or a JWT living longer than the role allows, fails as auth', async () => {
+    const unbound = await failure(gcp({ VAULT_ROLE: 'other-team' }), 'vault:kv1/legacy');
+    assert.equal(unbound.reason, 'auth');
+    assert.equal(unbound.transient, false);
+    assert.match(
+      unbound.message,
+      /^gcp auth \(iam\) at auth\/gcp as role "other-team": login failed: HTTP 400: service account shop-web@.* is not authorized for role/,
+    );
+    assert.match(unbound.fix, /bound_service_accounts naming the pod’s service account/);
+    const strict = await failure(gcp({ VAULT_ROLE: 'strict' }), 'vault:kv1/legacy');
+    assert.match(strict.message, /role requires that service account JWTs expire within 120 seconds/);
+    assert.match(strict.fix, /max_jwt_exp allows 5 minutes/);
+    for (const e of [unbound, strict]) noJwtIn(`${e.message} ${e.fix}`);
+  });
+
+  it('signJwt refused for another service account (403 PERMISSION_DENIED) fails as auth before Vault is asked', async () => {
+    const p = gcp({
+      VAULT_ROLE: 'web',
+      VAULT_GCP_SERVICE_ACCOUNT: 'vault-auth@my-project.iam.gserviceaccount.com',
+    });
+    const error = await failure(p, 'vault:kv1/legacy');
+    assert.equal(error.reason, 'auth');
+    assert.equal(error.transient, false);
+    assert.match(
+      error.message,
+      /signJwt as vault-auth@my-project.iam.gserviceaccount.com: HTTP 403 PERMISSION_DENIED: Permission 'iam.serviceAccounts.signJwt' denied/,
+    );
+    assert.match(error.fix, /roles\/iam.serviceAccountTokenCreator on vault-auth@/);
+    assert.equal(vault.count('POST', 'auth/gcp/login'), 0);
+  });
+
+  it('without a token from the metadata server fails as auth, retried (GKE’s metadata server can lag a new pod)', async () => {
+    google.tokenAvailable = false;
+    try {
+      const error = await failure(gcp({ VAULT_ROLE: 'web' }), 'vault:kv1/legacy');
+      assert.equal(error.reason, 'auth');
+      assert.equal(error.transient, true);
+      assert.match(error.message, /no Google credentials to call signJwt with/);
+      assert.match(error.fix, /Workload Identity/);
+    } finally {
+      google.tokenAvailable = true;
+    }
+  });
+
+  it('refuses gcp without a role, an account that is no email, and a clear-text endpoint past loopback', () => {
+    const bad = (env: Record<string, string>, field: RegExp) =>
+      assert.throws(
+        () => provider({ VAULT_AUTH_METHOD: 'gcp', ...env }),
+        (e: ProviderError) => e.reason === 'invalid' && !e.transient && field.test(e.message),
+      );
+    bad({}, /^VAULT_ROLE: is required for GCP auth/);
+    bad({ VAULT_ROLE: 'web', VAULT_GCP_SERVICE_ACCOUNT: 'shop-web' }, /^VAULT_GCP_SERVICE_ACCOUNT: /);
+    bad(
+      { VAULT_ROLE: 'web', VAULT_GCP_IAM_CREDENTIALS_ENDPOINT: 'http://iam.internal' },
+      /^VAULT_GCP_IAM_CREDENTIALS_ENDPOINT: .*http:\/\/ only on loopback/,
+    );
   });
 });
 

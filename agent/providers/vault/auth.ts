@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { ProviderError } from '../provider.ts';
 import type { AwsIamLogin } from './aws-iam-login.ts';
 import type { AuthSettings } from './config.ts';
+import type { GcpIamLogin } from './gcp-iam-login.ts';
 import { loginError } from './errors.ts';
 import type { VaultApi, VaultCall } from './http.ts';
 
@@ -173,6 +174,36 @@ export function createAuthenticator(auth: AuthSettings, namespace: string): Auth
             api,
             `auth/${auth.mount}/login`,
             { ...(auth.role ? { role: auth.role } : {}), ...fields },
+            description,
+            loginFix,
+            signal,
+          );
+        },
+      };
+    }
+    case 'gcp': {
+      const description = `gcp auth (iam) at auth/${auth.mount} as role ${JSON.stringify(auth.role)}${where}`;
+      const loginFix = `check that Vault role ${JSON.stringify(auth.role)} on auth/${auth.mount} has type=iam and bound_service_accounts naming ${auth.serviceAccount ?? 'the pod’s service account'} (VAULT_GCP_SERVICE_ACCOUNT), that its max_jwt_exp allows 5 minutes, and that VAULT_AUTH_MOUNT names the mount in the login namespace (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE)`;
+      // google-auth-library loads only for this method.
+      let signing: Promise<GcpIamLogin> | undefined;
+      return {
+        kind: 'login',
+        description,
+        deniedFix: (path) =>
+          `the policies of Vault role ${JSON.stringify(auth.role)} (auth/${auth.mount}) must allow \`read\` on ${path}`,
+        async obtain(api, signal) {
+          signing ??= import('./gcp-iam-login.ts').then((m) =>
+            m.createGcpIamLogin({
+              role: auth.role,
+              endpoint: auth.iamEndpoint,
+              ...(auth.serviceAccount !== undefined ? { serviceAccount: auth.serviceAccount } : {}),
+            }),
+          );
+          const jwt = await (await signing).jwt(description, loginFix, signal);
+          return login(
+            api,
+            `auth/${auth.mount}/login`,
+            { role: auth.role, jwt },
             description,
             loginFix,
             signal,

@@ -9,7 +9,7 @@ import { ProviderError } from '../provider.ts';
  * VAULT_TOKEN); the rest name the auth method's inputs.
  */
 
-export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle' | 'cert' | 'aws';
+export type AuthMethodName = 'token' | 'kubernetes' | 'jwt' | 'approle' | 'cert' | 'aws' | 'gcp';
 export const AUTH_METHODS: readonly AuthMethodName[] = [
   'token',
   'kubernetes',
@@ -17,6 +17,7 @@ export const AUTH_METHODS: readonly AuthMethodName[] = [
   'approle',
   'cert',
   'aws',
+  'gcp',
 ];
 export type KvVersionSetting = 'auto' | '1' | '2';
 
@@ -60,6 +61,14 @@ export type AuthSettings =
       readonly region: string;
       readonly stsEndpoint: URL;
       readonly serverId?: string;
+    }
+  /** GCP IAM (iam type): a JWT Google signs for the service account (IAM Credentials signJwt). */
+  | {
+      readonly method: 'gcp';
+      readonly mount: string;
+      readonly role: string;
+      readonly serviceAccount?: string;
+      readonly iamEndpoint: URL;
     };
 
 /** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
@@ -112,7 +121,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_AUTH_METHOD',
     default: 'kubernetes if VAULT_ROLE is set and the service-account token exists, else token',
-    doc: '`token`, `kubernetes`, `jwt`, `approle`, `cert` (TLS certificate: VAULT_CLIENT_CERT / VAULT_CLIENT_KEY) or `aws` (IAM: a signed sts:GetCallerIdentity).',
+    doc: '`token`, `kubernetes`, `jwt`, `approle`, `cert` (TLS certificate: VAULT_CLIENT_CERT / VAULT_CLIENT_KEY), `aws` (IAM: a signed sts:GetCallerIdentity) or `gcp` (IAM: a JWT Google signs for the service account).',
   },
   {
     name: 'VAULT_AUTH_MOUNT',
@@ -122,7 +131,7 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
   {
     name: 'VAULT_ROLE',
     default: '',
-    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role; cert: optional, the certificate role to check against, else every role of the mount; aws: optional, else the name of the pod’s IAM role).',
+    doc: 'Vault role to log in as (kubernetes: required; jwt: optional, else the mount’s default_role; cert: optional, the certificate role to check against, else every role of the mount; aws: optional, else the name of the pod’s IAM role; gcp: required).',
   },
   {
     name: 'VAULT_SA_TOKEN_FILE',
@@ -157,6 +166,16 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
     name: 'VAULT_AWS_IAM_SERVER_ID',
     default: '',
     doc: 'aws: value of the signed X-Vault-AWS-IAM-Server-ID header, for a Vault with iam_server_id_header_value (stops replay against another Vault).',
+  },
+  {
+    name: 'VAULT_GCP_SERVICE_ACCOUNT',
+    default: 'the credentials’ own (GKE: the Workload Identity service account)',
+    doc: 'gcp: email of the service account the JWT is signed for (its sub); the pod’s identity needs roles/iam.serviceAccountTokenCreator on it.',
+  },
+  {
+    name: 'VAULT_GCP_IAM_CREDENTIALS_ENDPOINT',
+    default: 'https://iamcredentials.googleapis.com',
+    doc: 'gcp: the IAM Credentials API the JWT is signed through (a private or restricted endpoint); http only on loopback.',
   },
   {
     name: 'VAULT_KV_VERSION',
@@ -295,7 +314,7 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         throw invalid(
           'VAULT_TOKEN',
           'no Vault credentials: VAULT_TOKEN and VAULT_TOKEN_FILE are unset and no login method is configured',
-          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle|cert|aws, or VAULT_TOKEN / VAULT_TOKEN_FILE',
+          'set VAULT_ROLE for Kubernetes auth (the usual setup in a pod), or VAULT_AUTH_METHOD=jwt|approle|cert|aws|gcp, or VAULT_TOKEN / VAULT_TOKEN_FILE',
         );
       return { method, ...(token ? { token } : {}), ...(tokenFile ? { tokenFile } : {}) };
     }
@@ -379,6 +398,54 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         region,
         stsEndpoint,
         ...(serverId ? { serverId } : {}),
+      };
+    }
+    case 'gcp': {
+      if (!role)
+        throw invalid(
+          'VAULT_ROLE',
+          'is required for GCP auth',
+          'set it to the Vault gcp role (type iam) bound to the service account',
+        );
+      const serviceAccount = get('VAULT_GCP_SERVICE_ACCOUNT');
+      if (serviceAccount !== undefined && !/^[^@\s]+@[^@\s]+$/.test(serviceAccount))
+        throw invalid(
+          'VAULT_GCP_SERVICE_ACCOUNT',
+          `${JSON.stringify(serviceAccount)} is not a service account email`,
+          'set it like vault-auth@my-project.iam.gserviceaccount.com, or unset it to sign as the pod’s own account',
+        );
+      const endpointText =
+        get('VAULT_GCP_IAM_CREDENTIALS_ENDPOINT') ?? 'https://iamcredentials.googleapis.com';
+      let iamEndpoint: URL | undefined;
+      try {
+        iamEndpoint = new URL(endpointText);
+      } catch {
+        iamEndpoint = undefined;
+      }
+      // The access token rides on this request: never in clear text past loopback.
+      if (
+        !iamEndpoint ||
+        !(
+          iamEndpoint.protocol === 'https:' ||
+          (iamEndpoint.protocol === 'http:' && isLoopback(iamEndpoint.hostname))
+        ) ||
+        iamEndpoint.username ||
+        iamEndpoint.password ||
+        iamEndpoint.search ||
+        iamEndpoint.hash ||
+        iamEndpoint.pathname !== '/'
+      )
+        throw invalid(
+          'VAULT_GCP_IAM_CREDENTIALS_ENDPOINT',
+          `${JSON.stringify(endpointText)} is not an https:// origin (http:// only on loopback)`,
+          'set it like https://iamcredentials.googleapis.com, or unset it',
+        );
+      return {
+        method,
+        mount,
+        role,
+        ...(serviceAccount ? { serviceAccount } : {}),
+        iamEndpoint,
       };
     }
   }
