@@ -11,6 +11,7 @@ import {
   type Provider,
   type ProviderFactory,
   type ProviderOptions,
+  type ReleaseOutcome,
   type SecretValue,
 } from '../providers/provider.ts';
 import { PROVIDERS } from '../providers/registry.ts';
@@ -126,6 +127,18 @@ export class ProviderSet {
       this.#kept.add(name);
       provider.keepAlive((reason) => refetch(name, reason));
     }
+  }
+
+  /** Asks every provider loaded so far to give back what it holds on its backend (a stopping sidecar). */
+  async release(signal: AbortSignal): Promise<{ provider: ProviderName; outcome: ReleaseOutcome }[]> {
+    const released = await Promise.all(
+      [...this.#providers].map(async ([name, p]) => {
+        const provider = await p.catch(() => undefined);
+        const outcomes = provider?.release ? await provider.release(signal).catch(() => []) : [];
+        return outcomes.map((outcome) => ({ provider: name, outcome }));
+      }),
+    );
+    return released.flat();
   }
 
   /** Closes every provider loaded so far and waits until their clients are gone; idempotent. */

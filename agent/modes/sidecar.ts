@@ -39,6 +39,11 @@ import { AtomicDir } from '../write/atomic-dir.ts';
 const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };
 /** How long one refresh round may take before it counts as failed. */
 const REFRESH_ROUND_MS = 30_000;
+/**
+ * How long a stopping sidecar gives providers to hand back credentials (VAULT_REVOKE_ON_SHUTDOWN):
+ * a small part of Kubernetes' default 30 s termination grace period.
+ */
+const RELEASE_BUDGET_MS = 5_000;
 
 interface SourceValue {
   readonly bytes: Uint8Array;
@@ -222,7 +227,10 @@ export class Sidecar {
     await this.run();
   }
 
-  /** SIGTERM: no new work, the swap in flight finishes, files stay. */
+  /**
+   * SIGTERM: no new work, the swap in flight finishes, files stay. Then providers give back what the
+   * settings ask them to (a revoked Vault token), within RELEASE_BUDGET_MS.
+   */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#generation++;
@@ -231,6 +239,16 @@ export class Sidecar {
     if (this.#pending) clearTimeout(this.#pending.timer);
     await this.#applying.catch(() => undefined);
     await this.#dir.idle();
+    for (const { provider, outcome } of await this.#providers.release(
+      AbortSignal.timeout(RELEASE_BUDGET_MS),
+    )) {
+      if (outcome.ok) this.#log.info({ provider, what: outcome.what }, 'released backend credentials');
+      else
+        this.#log.warn(
+          { provider, what: outcome.what, detail: outcome.detail, fix: outcome.fix },
+          'could not release backend credentials; they expire on their own',
+        );
+    }
     this.#server?.closeAllConnections();
     await new Promise<void>((r) => (this.#server ? this.#server.close(() => r()) : r()));
     await this.#providers.close();

@@ -98,10 +98,26 @@ export interface Provider<R extends SecretReference = SecretReference> {
    */
   endpoint?(ref: R): string | undefined;
   /**
+   * For a long-running agent that is stopping (a sidecar's SIGTERM), never at the end of an init run
+   * (the app still uses what init wrote): give back what the backend holds for the agent, as the
+   * settings ask (Vault: revoke its token and leases with VAULT_REVOKE_ON_SHUTDOWN). Stops at
+   * `signal` (the shutdown budget). Never throws; resolves with what was done, for the log.
+   */
+  release?(signal: AbortSignal): Promise<readonly ReleaseOutcome[]>;
+  /**
    * Releases clients, sockets and timers; resolves once they are gone, so nothing of the provider
    * keeps the process alive after an init run.
    */
   close?(): void | Promise<void>;
+}
+
+/** One thing `release` gave back, or failed to. Names what it was; never a credential. */
+export interface ReleaseOutcome {
+  readonly what: string;
+  readonly ok: boolean;
+  /** Why it failed. */
+  readonly detail?: string;
+  readonly fix?: string;
 }
 
 export interface ProviderOptions {

@@ -121,6 +121,10 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
       });
       session.start();
     },
+    // Only a stopping sidecar calls this; an init run leaves token and leases to the app's use.
+    async release(signal) {
+      return settings.revokeOnShutdown ? session.release(signal) : [];
+    },
     // Every request of a reference goes to VAULT_ADDR (a namespace is a header, not another host).
     endpoint: () => settings.addr.origin,
     close() {

@@ -20,6 +20,8 @@
  *     ahead, the role's max_jwt_exp), sub and aud (`…vault/<role>`) validated, the account matched
  *     against bound_service_accounts, all with the plugin's messages;
  *   - `auth/token/lookup-self` and `auth/token/renew-self`, capped at the token's max TTL;
+ *     `auth/token/revoke-self` (204; the token's leases go with it) and `sys/leases/revoke` (204,
+ *     also for a lease Vault no longer knows), both recorded in `revocations`;
  *   - ACL policies (path globs with `*` and `+`, plus Vault's default policy); 403
  *     {"errors":["permission denied"]} for a missing, unknown or expired token or a denied path;
  *     404 {"errors":[]} for nothing at a path;
@@ -30,7 +32,8 @@
  *     A login at a mount the namespace does not have is 403 permission denied, as the real server
  *     answers an unauthenticated request to a path no mount serves. A lease is known only in the
  *     namespace it was issued in (400 lease not found elsewhere);
- *   - injectable faults (429 with Retry-After, 503 sealed, 500), and counters of requests per path.
+ *   - injectable faults (429 with Retry-After, 503 sealed, 500, or no answer at all), and counters
+ *     of requests per path.
  * Expiry follows an injectable ManualClock that tests advance instead of waiting. Every answer uses
  * Vault's envelope: {request_id, lease_id, renewable, lease_duration, data, wrap_info, warnings, auth, mount_type}.
  */
@@ -205,6 +208,16 @@ interface Fault {
   readonly path?: string;
   readonly retryAfterSec?: number;
   readonly errors?: readonly string[];
+  /** Never answer (a Vault that hangs): the request stays open until the client gives up. */
+  readonly hang?: boolean;
+}
+
+/** A revocation Vault carried out. */
+export interface Revocation {
+  readonly kind: 'token' | 'lease';
+  /** The lease id, or the revoked token's accessor (tokens themselves are not kept in records). */
+  readonly id: string;
+  readonly namespace: string;
 }
 
 class VaultHttpError extends Error {
@@ -224,6 +237,7 @@ const notFound = (): VaultHttpError => new VaultHttpError(404, []);
 const DEFAULT_POLICY: Record<string, Capability[]> = {
   'auth/token/lookup-self': ['read'],
   'auth/token/renew-self': ['update'],
+  'auth/token/revoke-self': ['update'],
   'sys/leases/renew': ['update'],
   'sys/leases/lookup': ['update'],
 };
@@ -233,6 +247,7 @@ const KV1_TTL_SEC = 2_764_800; // 768h: what KV v1 reports as lease_duration by 
 export class FakeVault {
   readonly clock: ManualClock;
   readonly requests: SeenRequest[] = [];
+  readonly revocations: Revocation[] = [];
   /** Accepted aws logins, in order: who STS said signed. */
   readonly awsLogins: AwsLogin[] = [];
   readonly #server: Server;
@@ -438,6 +453,7 @@ export class FakeVault {
     path?: string;
     retryAfterSec?: number;
     errors?: readonly string[];
+    hang?: boolean;
   }): void {
     this.#faults.push({ ...fault, remaining: fault.times ?? 1 });
   }
@@ -449,7 +465,19 @@ export class FakeVault {
 
   reset(): void {
     this.requests.length = 0;
+    this.revocations.length = 0;
     this.#faults = [];
+  }
+
+  /** The accessor of a token, to match `revocations`; undefined for a token Vault does not know. */
+  accessorOf(token: string): string | undefined {
+    return this.#tokens.get(token)?.accessor;
+  }
+
+  /** Whether Vault would accept the token now (known, not expired). */
+  tokenValid(token: string): boolean {
+    const t = this.#tokens.get(token);
+    return t !== undefined && this.#tokenAlive(t);
   }
 
   /** Remaining seconds of a lease as Vault sees it; undefined when Vault no longer knows it. */
@@ -480,6 +508,10 @@ export class FakeVault {
       const fault = this.#faults.find(
         (f) => f.remaining > 0 && (f.path === undefined || path.startsWith(f.path)),
       );
+      if (fault?.hang) {
+        fault.remaining--;
+        return;
+      }
       if (fault) {
         fault.remaining--;
         if (fault.retryAfterSec !== undefined) headers['retry-after'] = String(fault.retryAfterSec);
@@ -548,6 +580,21 @@ export class FakeVault {
     if (path === 'auth/token/renew-self' && write) {
       allow(path, 'update');
       return this.#renewToken(token, input);
+    }
+    if (path === 'auth/token/revoke-self' && write) {
+      allow(path, 'update');
+      this.#tokens.delete(token.token);
+      this.revocations.push({ kind: 'token', id: token.accessor, namespace: token.namespace });
+      return { status: 204, body: undefined };
+    }
+    if (path === 'sys/leases/revoke' && write) {
+      allow(path, 'update');
+      const id = String(input.lease_id ?? '');
+      if (this.#liveLease(id, namespace)) {
+        this.#leases.delete(id);
+        this.revocations.push({ kind: 'lease', id, namespace });
+      }
+      return { status: 204, body: undefined };
     }
     if (path === 'sys/leases/renew' && write) {
       allow(path, 'update');

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { canary } from '../support/canary.ts';
-import { memoryDir, runAgent } from '../support/run-agent.ts';
+import { eventually, memoryDir, runAgent, startAgent } from '../support/run-agent.ts';
 import { FakeVault } from '../fakes/vault.ts';
 import { FakeGoogleIam } from '../fakes/google-iam.ts';
 import { startMoto } from '../support/moto.ts';
@@ -194,6 +194,53 @@ describe('Vault through the built agent', () => {
         assert.ok(!output.includes(google.signed[0]!.signedJwt), 'the signed JWT leaked into the output');
     } finally {
       await google.stop();
+    }
+  });
+
+  it('VAULT_REVOKE_ON_SHUTDOWN: a sidecar revokes its login token on SIGTERM; an init run leaves it valid', async () => {
+    const credentials = mkdtempSync(join(tmpdir(), 'vault-sa-'));
+    const jwtFile = join(credentials, 'token');
+    writeFileSync(jwtFile, saJwt);
+    const settings = {
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_MOUNT: 'k8s-prod',
+      VAULT_SA_TOKEN_FILE: jwtFile,
+      VAULT_REVOKE_ON_SHUTDOWN: 'true',
+      SECRET_0_REF: 'vault:database/creds/app',
+      SECRET_0_FILENAME: 'db.env',
+      SECRET_0_FORMAT: 'dotenv',
+    };
+    try {
+      using initDir = memoryDir();
+      const init = await runAgent(env(initDir.path, settings));
+      assert.equal(init.code, 0, init.stderr);
+      assert.equal(vault.count('POST', 'auth/token/revoke-self'), 0, 'init leaves the app its credentials');
+
+      using dir = memoryDir();
+      const agent = startAgent(
+        env(dir.path, { ...settings, AGENT_MODE: 'sidecar', AGENT_HTTP_ADDR: '127.0.0.1:0' }),
+      );
+      await agent.waitForLog((l) => l.msg === 'serving /healthz, /readyz, /metrics');
+      await eventually(
+        () => (vault.count('GET', 'database/creds/app') === 2 ? true : undefined),
+        'the fetch',
+      );
+      assert.equal((await agent.stop()).code, 0);
+      assert.equal(vault.count('POST', 'auth/token/revoke-self'), 1);
+      assert.deepEqual(
+        vault.revocations.map((r) => r.kind),
+        ['token'],
+      );
+      const released = agent.output().logs.find((l) => l.msg === 'released backend credentials');
+      assert.deepEqual(
+        { provider: released?.provider, what: released?.what },
+        {
+          provider: 'vault',
+          what: 'Vault token of kubernetes auth at auth/k8s-prod as role "web" and its leases',
+        },
+      );
+    } finally {
+      rmSync(credentials, { recursive: true, force: true });
     }
   });
 

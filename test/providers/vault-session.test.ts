@@ -310,3 +310,83 @@ describe('Vault lease lifecycle', () => {
     assert.equal(lease!.expiresAt, t0 + 600 * SEC);
   });
 });
+
+describe('Vault revocation when a sidecar stops (VAULT_REVOKE_ON_SHUTDOWN)', () => {
+  const budget = () => AbortSignal.timeout(10_000);
+
+  it('revokes the login token, an earlier one still alive, and with them their leases', async () => {
+    const jwtFile = join(files, 'sa-revoke');
+    writeFileSync(jwtFile, saJwt);
+    const { p } = provider({
+      VAULT_ROLE: 'fixed',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: jwtFile,
+      VAULT_REVOKE_ON_SHUTDOWN: 'true',
+    });
+    const first = await fetchValue(p, 'vault:database/creds/app');
+    await advance(p, 400 * SEC); // the non-renewable token is replaced; the first one lives 200 s more
+    assert.equal(vault.count('POST', 'auth/kubernetes/login'), 2);
+    const second = await fetchValue(p, 'vault:database/creds/app');
+    assert.notEqual(second.version, first.version);
+    const outcomes = await p.release!(budget());
+    assert.deepEqual(
+      outcomes.map((o) => [o.what, o.ok]),
+      [
+        ['an earlier Vault token of kubernetes auth at auth/kubernetes as role "fixed" and its leases', true],
+        ['Vault token of kubernetes auth at auth/kubernetes as role "fixed" and its leases', true],
+      ],
+    );
+    assert.deepEqual(
+      vault.revocations.map((r) => r.kind),
+      ['token', 'token'],
+    );
+    assert.equal(vault.count('POST', 'auth/token/revoke-self'), 2);
+    assert.equal(vault.leaseTtl(first.version), undefined, 'the leases went with their tokens');
+    assert.equal(vault.leaseTtl(second.version), undefined);
+    assert.deepEqual(p.session.leases.deadlines(), []);
+    assertNoCanary(JSON.stringify(outcomes), 'release outcomes');
+  });
+
+  it('keeps a static token (not the agent’s to revoke) and revokes only the leases it made', async () => {
+    vault.policy('revoker', { 'database/creds/app': ['read'], 'sys/leases/revoke': ['update'] });
+    const token = vault.createToken({ policies: ['revoker'] });
+    const { p } = provider({ VAULT_TOKEN: token, VAULT_REVOKE_ON_SHUTDOWN: 'true' });
+    const lease = await fetchValue(p, 'vault:database/creds/app');
+    const outcomes = await p.release!(budget());
+    assert.deepEqual(outcomes, [{ what: 'lease of vault:database/creds/app', ok: true }]);
+    assert.deepEqual(vault.revocations, [{ kind: 'lease', id: lease.version, namespace: '' }]);
+    assert.equal(vault.count('POST', 'auth/token/revoke-self'), 0);
+    assert.ok(vault.tokenValid(token), 'the token given to the agent still works');
+  });
+
+  it('reports a lease the token may not revoke, with the policy fix, and leaves it to expire', async () => {
+    const token = vault.createToken({ policies: ['app'] });
+    const { p } = provider({ VAULT_TOKEN: token, VAULT_REVOKE_ON_SHUTDOWN: 'true' });
+    const lease = await fetchValue(p, 'vault:database/creds/app');
+    const [outcome] = await p.release!(budget());
+    assert.equal(outcome!.ok, false);
+    assert.match(outcome!.detail!, /lease of vault:database\/creds\/app: HTTP 403: permission denied/);
+    assert.match(outcome!.fix!, /`update` on sys\/leases\/revoke/);
+    assert.equal(vault.leaseTtl(lease.version), 3600);
+  });
+
+  it('stops at the shutdown budget when Vault does not answer', async () => {
+    const { p } = kubernetes('web');
+    const revoking = provider({
+      VAULT_ROLE: 'web',
+      VAULT_AUTH_METHOD: 'kubernetes',
+      VAULT_SA_TOKEN_FILE: join(files, 'sa-web'),
+      VAULT_REVOKE_ON_SHUTDOWN: 'true',
+    }).p;
+    await fetchValue(p, 'vault:secret/data/app');
+    await fetchValue(revoking, 'vault:secret/data/app');
+    vault.fail({ status: 0, hang: true, path: 'auth/token/revoke-self' });
+    const [outcome] = await revoking.release!(AbortSignal.timeout(200));
+    assert.equal(outcome!.ok, false);
+    assert.match(outcome!.detail!, /not done within the shutdown budget/);
+    // Without VAULT_REVOKE_ON_SHUTDOWN nothing is asked at all.
+    vault.reset();
+    assert.deepEqual(await p.release!(budget()), []);
+    assert.equal(vault.requests.length, 0);
+  });
+});

@@ -38,6 +38,8 @@ export interface VaultSettings {
   readonly skipVerify: boolean;
   readonly kvVersion: KvVersionSetting;
   readonly auth: AuthSettings;
+  /** VAULT_REVOKE_ON_SHUTDOWN: a stopping sidecar revokes its login token (or its leases). */
+  readonly revokeOnShutdown: boolean;
 }
 
 export type AuthSettings =
@@ -178,6 +180,11 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
     doc: 'gcp: the IAM Credentials API the JWT is signed through (a private or restricted endpoint); http only on loopback.',
   },
   {
+    name: 'VAULT_REVOKE_ON_SHUTDOWN',
+    default: 'false',
+    doc: '`true`: a sidecar that stops (SIGTERM) revokes its login token and with it the leases it created (auth/token/revoke-self), within 5 s; with VAULT_TOKEN / VAULT_TOKEN_FILE it revokes only its leases (needs `update` on sys/leases/revoke) and keeps the token. Never at the end of an init run.',
+  },
+  {
     name: 'VAULT_KV_VERSION',
     default: 'auto',
     doc: '`auto` asks Vault per mount (sys/internal/ui/mounts); `1` or `2` applies to every vault: reference.',
@@ -235,6 +242,14 @@ export function parseVaultSettings(env: Env): VaultSettings {
     );
   }
 
+  const revokeText = (get('VAULT_REVOKE_ON_SHUTDOWN') ?? 'false').toLowerCase();
+  if (!['true', 'false', '1', '0'].includes(revokeText))
+    throw invalid(
+      'VAULT_REVOKE_ON_SHUTDOWN',
+      `${JSON.stringify(revokeText)} is not a boolean`,
+      'set it to true or false',
+    );
+
   const kvText = get('VAULT_KV_VERSION') ?? 'auto';
   if (kvText !== 'auto' && kvText !== '1' && kvText !== '2')
     throw invalid(
@@ -273,6 +288,7 @@ export function parseVaultSettings(env: Env): VaultSettings {
     skipVerify,
     kvVersion: kvText,
     auth: parseAuth(get),
+    revokeOnShutdown: revokeText === 'true' || revokeText === '1',
   };
 }
 

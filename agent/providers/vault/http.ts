@@ -68,6 +68,10 @@ export interface VaultApi {
   lookupSelf(call: VaultCall): Promise<VaultEnvelope>;
   renewSelf(incrementSec: number, call: VaultCall): Promise<VaultEnvelope>;
   renewLease(leaseId: string, incrementSec: number, call: VaultCall): Promise<VaultEnvelope>;
+  /** `POST auth/token/revoke-self`: the token, its children and every lease it created. */
+  revokeSelf(call: VaultCall): Promise<VaultEnvelope>;
+  /** `PUT sys/leases/revoke`. */
+  revokeLease(leaseId: string, call: VaultCall): Promise<VaultEnvelope>;
   close(): void;
 }
 
@@ -233,6 +237,10 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
     renewSelf: (increment, c) => call(nodeVault.tokenRenewSelf({ increment, requestOptions: options(c) })),
     renewLease: (leaseId, increment, c) =>
       call(nodeVault.renew({ lease_id: leaseId, increment, requestOptions: options(c) })),
+    // Not node-vault's tokenRevokeSelf: a command without a schema posts all its arguments as the
+    // body, request options (the token header) included.
+    revokeSelf: (c) => call(nodeVault.write('auth/token/revoke-self', {}, options(c))),
+    revokeLease: (leaseId, c) => call(nodeVault.revoke({ lease_id: leaseId, requestOptions: options(c) })),
     close() {
       agent.destroy();
     },

@@ -106,6 +106,19 @@ export class LeaseTracker {
     }));
   }
 
+  /** Every lease Vault may still hold, with where it lives: what a shutdown can revoke. */
+  live(): { ref: string; leaseId: string; namespace: string }[] {
+    const now = this.#clock.now();
+    return [...this.#leases.values()]
+      .filter((l) => l.expiresAt > now)
+      .map((l) => ({ ref: l.ref, leaseId: l.leaseId, namespace: l.namespace }));
+  }
+
+  /** Forgets every lease (revoked, or gone with the token that made them). */
+  clear(): void {
+    this.#leases.clear();
+  }
+
   nextDueAt(): number | undefined {
     let due: number | undefined;
     for (const l of this.#leases.values())

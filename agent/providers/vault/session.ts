@@ -1,4 +1,4 @@
-import type { FailureReason } from '../provider.ts';
+import type { FailureReason, ReleaseOutcome } from '../provider.ts';
 import type { Authenticator } from './auth.ts';
 import type { Clock } from './clock.ts';
 import { vaultError } from './errors.ts';
@@ -54,6 +54,8 @@ export class VaultSession {
   #renewAt: number | undefined;
   /** A static token's TTL is learned with lookup-self at the first maintenance, never on the init path. */
   #lookedUp = false;
+  /** Login tokens replaced by a new login and not yet expired: still valid, so revoked at shutdown too. */
+  #retired: { token: string; expiresAt: number | undefined }[] = [];
   #obtaining: Promise<string> | undefined;
   #maintaining: Promise<void> | undefined;
   #timer: { cancel(): void } | undefined;
@@ -148,6 +150,61 @@ export class VaultSession {
     this.#started = false;
     this.#timer?.cancel();
     this.#timer = undefined;
+  }
+
+  /**
+   * Shutdown of a sidecar with VAULT_REVOKE_ON_SHUTDOWN: a login token is the agent's own, so it is
+   * revoked (`auth/token/revoke-self`, which revokes every lease it created as well), with any
+   * earlier login token still alive. A static token (VAULT_TOKEN, VAULT_TOKEN_FILE) belongs to
+   * whoever gave it and is kept; only the leases the agent made with it are revoked, one by one
+   * (`sys/leases/revoke`). Afterwards the session holds nothing.
+   */
+  async release(signal: AbortSignal): Promise<ReleaseOutcome[]> {
+    this.stop();
+    const outcomes: ReleaseOutcome[] = [];
+    const attempt = async (what: string, fix: string, call: () => Promise<unknown>): Promise<void> => {
+      try {
+        if (signal.aborted) throw signal.reason;
+        await call();
+        outcomes.push({ what, ok: true });
+      } catch (e) {
+        const error = vaultError(e, what, fix);
+        const detail = signal.aborted
+          ? `${what}: not done within the shutdown budget (${error.message})`
+          : error.message;
+        outcomes.push({
+          what,
+          ok: false,
+          detail,
+          fix: signal.aborted
+            ? 'check that Vault answers in time; the credentials expire with their TTL'
+            : fix,
+        });
+      }
+    };
+    const now = this.#clock.now();
+    if (this.#auth.kind === 'login') {
+      const alive = this.#retired.filter((t) => t.expiresAt === undefined || t.expiresAt > now);
+      const tokens = [...alive.map((t) => t.token), ...(this.#token !== undefined ? [this.#token] : [])];
+      for (const [i, token] of tokens.entries())
+        await attempt(
+          `${i < tokens.length - 1 ? 'an earlier ' : ''}Vault token of ${this.#auth.description} and its leases`,
+          'Vault’s default policy allows auth/token/revoke-self; check that the role’s policies keep it',
+          () => this.#api.revokeSelf({ token, namespace: this.#namespace, signal }),
+        );
+    } else if (this.#token !== undefined) {
+      const token = this.#token;
+      for (const lease of this.leases.live())
+        await attempt(
+          `lease of ${lease.ref}`,
+          `allow \`update\` on sys/leases/revoke${lease.namespace === '' ? '' : ` in namespace ${JSON.stringify(lease.namespace)}`} in the token's policies (Vault's default policy does not); the token itself (${this.#auth.description}) is not the agent's to revoke`,
+          () => this.#api.revokeLease(lease.leaseId, { token, namespace: lease.namespace, signal }),
+        );
+    }
+    this.leases.clear();
+    this.#retired = [];
+    this.#token = undefined;
+    return outcomes;
   }
 
   async #maintainOnce(): Promise<void> {
@@ -246,8 +303,12 @@ export class VaultSession {
 
   async #relogin(signal: AbortSignal): Promise<void> {
     const oldExpiry = this.#expiresAt;
+    const old = this.#token;
     try {
       await this.#obtain(signal);
+      const now = this.#clock.now();
+      this.#retired = this.#retired.filter((t) => t.expiresAt === undefined || t.expiresAt > now);
+      if (old !== undefined) this.#retired.push({ token: old, expiresAt: oldExpiry });
       this.leases.tokenReplaced(oldExpiry);
     } catch (e) {
       const error = vaultError(e, `${this.#auth.description}: login`, 'see the login error');
