@@ -1,5 +1,5 @@
 /**
- * The example exec: helper helpers/kubernetes-secret.ts, as built (dist/helpers/kubernetes-secret),
+ * The example exec: helper deploy/exec-helpers/kubernetes-secret.ts, as built (dist/helpers/kubernetes-secret),
  * run by the built agent (dist/agent.js) against the local Kubernetes API fake: the pod's token and
  * CA from a service-account directory, a Secret of the pod's namespace, RBAC and failures as the
  * real API server answers them.
