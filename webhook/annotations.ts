@@ -1,7 +1,7 @@
 import { AGENT_SETTINGS, SECRET_FORMATS, SECRET_SETTINGS } from '../agent/contract/env.ts';
 import { compileTemplate } from '../agent/format/template.ts';
 import { ConfigError, quote } from '../agent/contract/errors.ts';
-import { parseReference, type SecretReference } from '../agent/contract/reference.ts';
+import { parseReference, parseVaultNamespace, type SecretReference } from '../agent/contract/reference.ts';
 import { validateRelativePath } from '../agent/contract/path.ts';
 
 /**
@@ -137,7 +137,7 @@ export function userId(text: string, field: string): number {
   return n;
 }
 
-const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
+export const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 const GCP_PROJECT = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
 
 function pattern(re: RegExp, what: string, example: string) {
@@ -147,6 +147,38 @@ function pattern(re: RegExp, what: string, example: string) {
     return text;
   };
 }
+
+/**
+ * Vault auth methods a webhook-injected agent can use: each logs in with what the pod already has
+ * (its service-account token, its cloud identity, a TLS Secret the webhook mounts). approle and
+ * token need a secret handed to the agent, which no annotation may carry.
+ */
+export const WEBHOOK_VAULT_AUTH_METHODS = ['kubernetes', 'jwt', 'cert', 'aws', 'gcp'] as const;
+export type WebhookVaultAuthMethod = (typeof WEBHOOK_VAULT_AUTH_METHODS)[number];
+
+export function vaultAuthMethod(text: string, field: string): WebhookVaultAuthMethod {
+  if ((WEBHOOK_VAULT_AUTH_METHODS as readonly string[]).includes(text)) return text as WebhookVaultAuthMethod;
+  throw new ConfigError(
+    field,
+    `${quote(text)} is not a Vault auth method the webhook can set up`,
+    `use one of ${WEBHOOK_VAULT_AUTH_METHODS.join(', ')} (approle and token need a secret no annotation may carry)`,
+  );
+}
+
+/** A Vault namespace path, validated with the agent's own rule and passed on as written. */
+export function vaultNamespace(text: string, field: string): string {
+  const parsed = parseVaultNamespace(text);
+  if (typeof parsed !== 'string')
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a Vault namespace: ${parsed.problem}`,
+      'write it as `vault namespace list` shows it, e.g. admin/team-a (root for the root namespace)',
+    );
+  return text;
+}
+
+/** A Secret's name (DNS subdomain). */
+const SECRET_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Pod-wide annotations: `secret-agent.io/<name>`. */
 export const POD_ANNOTATIONS = {
@@ -351,8 +383,50 @@ export const POD_ANNOTATIONS = {
     type: 'role name',
     echo: 'quote',
     default: undefined,
-    doc: 'Vault Kubernetes-auth role (default: AGENT_VAULT_ROLE). A pod with `vault:` references and neither is refused. The Vault address and auth mount are cluster settings only. Passed as `VAULT_ROLE`.',
+    doc: 'Vault role to log in as (default: AGENT_VAULT_ROLE). With the kubernetes or gcp method a pod with `vault:` references and neither is refused. The Vault address, CA and auth mount are cluster settings only. Passed as `VAULT_ROLE`.',
     parse: pattern(/^[A-Za-z0-9_.@-]{1,128}$/, 'a Vault role name', 'my-app'),
+  }),
+  'vault-auth-method': annotation({
+    type: WEBHOOK_VAULT_AUTH_METHODS.map((m) => `\`${m}\``).join(' | '),
+    echo: 'quote',
+    default: undefined,
+    doc: 'How the agent logs in to Vault (default: AGENT_VAULT_AUTH_METHOD, else kubernetes): the pod’s service-account token (`kubernetes`, `jwt`), its TLS certificate (`cert`, with vault-client-cert-secret), its IAM role (`aws`: IRSA or EKS Pod Identity) or its Google service account (`gcp`: Workload Identity). Passed as `VAULT_AUTH_METHOD`.',
+    parse: vaultAuthMethod,
+  }),
+  'vault-namespace': annotation({
+    type: 'namespace path',
+    echo: 'quote',
+    default: undefined,
+    doc: 'Vault Enterprise / HCP namespace the secrets are read in (default: AGENT_VAULT_NAMESPACE); a reference’s `?namespace=` overrides it. Passed as `VAULT_NAMESPACE`.',
+    parse: vaultNamespace,
+  }),
+  'vault-auth-namespace': annotation({
+    type: 'namespace path',
+    echo: 'quote',
+    default: undefined,
+    doc: 'Namespace of the auth method when it is a parent of vault-namespace (default: AGENT_VAULT_AUTH_NAMESPACE, else vault-namespace). Passed as `VAULT_AUTH_NAMESPACE`.',
+    parse: vaultNamespace,
+  }),
+  'vault-client-cert-secret': annotation({
+    type: 'Secret name',
+    echo: 'quote',
+    default: undefined,
+    doc: 'A `kubernetes.io/tls` Secret in the pod’s namespace (e.g. cert-manager’s) whose tls.crt / tls.key the agent presents to Vault: for the cert auth method, or a listener that requires client certificates. Mounted read-only into the agent container only; passed as `VAULT_CLIENT_CERT` / `VAULT_CLIENT_KEY`. Needs an https AGENT_VAULT_ADDR.',
+    parse: pattern(SECRET_NAME, 'a Secret name', 'web-vault-client'),
+  }),
+  'vault-gcp-service-account': annotation({
+    type: 'email',
+    echo: 'quote',
+    default: undefined,
+    doc: 'gcp method: the Google service account the JWT is signed for (default: the pod’s Workload Identity account). Passed as `VAULT_GCP_SERVICE_ACCOUNT`.',
+    parse: pattern(/^[^@\s]+@[^@\s]+$/, 'a service account email', 'web@my-project.iam.gserviceaccount.com'),
+  }),
+  'vault-revoke-on-shutdown': annotation({
+    type: 'bool',
+    echo: 'quote',
+    default: undefined,
+    doc: 'The sidecar revokes its Vault token and leases when it stops (default: AGENT_VAULT_REVOKE_ON_SHUTDOWN, else false); never at the end of an init run. Passed as `VAULT_REVOKE_ON_SHUTDOWN`.',
+    parse: (text, field) => String(boolean(text, field)),
   }),
 } as const;
 

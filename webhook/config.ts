@@ -10,7 +10,16 @@ import {
   type Setting,
 } from '../agent/contract/settings.ts';
 import type { LogLevel } from '../agent/contract/env.ts';
-import { absolutePath, quantity, userId } from './annotations.ts';
+import { X509Certificate } from 'node:crypto';
+import {
+  absolutePath,
+  AWS_REGION,
+  quantity,
+  userId,
+  vaultAuthMethod,
+  vaultNamespace,
+  WEBHOOK_VAULT_AUTH_METHODS,
+} from './annotations.ts';
 import { parseExecHelpersVolume, type ExecHelpersVolume } from './exec-helpers-volume.ts';
 
 /**
@@ -48,6 +57,54 @@ function image(text: string, field: string): string {
       `${quote(text)} is not an image reference`,
       'use e.g. ghcr.io/example/secret-agent:0.1.0',
     );
+  return text;
+}
+
+/** PEM CA certificates, each of which must parse: what agents get as VAULT_CACERT_BYTES. */
+function pemCertificates(text: string, field: string): string {
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  const fix =
+    'set it to the PEM text of the CA that signed Vault’s certificate (YAML block scalar in WEBHOOK_CONFIG_FILE)';
+  if (blocks.length === 0)
+    throw new ConfigError(field, `holds no PEM certificate (${text.length} characters)`, fix);
+  blocks.forEach((block, i) => {
+    try {
+      new X509Certificate(block);
+    } catch {
+      throw new ConfigError(field, `certificate ${i + 1} of ${blocks.length} does not parse`, fix);
+    }
+  });
+  return blocks.join('\n');
+}
+
+function httpsUrl(text: string, field: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (!url || url.protocol !== 'https:' || url.username || url.password || url.search || url.hash)
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not an https URL`,
+      'write it like https://sts.eu-west-1.amazonaws.com',
+    );
+  return text;
+}
+
+function awsRegionOrAuto(text: string, field: string): string {
+  if (text === 'auto' || AWS_REGION.test(text)) return text;
+  throw new ConfigError(
+    field,
+    `${quote(text)} is not an AWS region or auto`,
+    'write it like us-east-1, or auto',
+  );
+}
+
+function hostName(text: string, field: string): string {
+  if (!/^[A-Za-z0-9]([A-Za-z0-9-.]{0,251}[A-Za-z0-9])?$/.test(text))
+    throw new ConfigError(field, `${quote(text)} is not a host name`, 'write it like vault.internal');
   return text;
 }
 
@@ -185,7 +242,52 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_VAULT_AUTH_MOUNT: setting({
     default: undefined,
-    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only).',
+    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only; the mount of the method pods use).',
+    parse: nonEmpty,
+  }),
+  AGENT_VAULT_AUTH_METHOD: setting({
+    default: undefined,
+    doc: `Cluster default passed to agents as VAULT_AUTH_METHOD (${WEBHOOK_VAULT_AUTH_METHODS.join(', ')}); unset: kubernetes.`,
+    parse: vaultAuthMethod,
+  }),
+  AGENT_VAULT_NAMESPACE: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as VAULT_NAMESPACE (Vault Enterprise, HCP: e.g. admin/apps).',
+    parse: vaultNamespace,
+  }),
+  AGENT_VAULT_AUTH_NAMESPACE: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as VAULT_AUTH_NAMESPACE: where the auth method is, when it is a parent of the secrets’ namespace.',
+    parse: vaultNamespace,
+  }),
+  AGENT_VAULT_CACERT: setting({
+    default: undefined,
+    doc: 'PEM text of the CA that signed Vault’s certificate, passed to agents as VAULT_CACERT_BYTES (cluster only). Set it in WEBHOOK_CONFIG_FILE as a block scalar.',
+    parse: pemCertificates,
+  }),
+  AGENT_VAULT_TLS_SERVER_NAME: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_TLS_SERVER_NAME (cluster only), when Vault’s certificate names another host than AGENT_VAULT_ADDR.',
+    parse: hostName,
+  }),
+  AGENT_VAULT_REVOKE_ON_SHUTDOWN: setting({
+    default: undefined,
+    doc: 'Cluster default passed to agents as VAULT_REVOKE_ON_SHUTDOWN.',
+    parse: oneOf(['true', 'false'] as const),
+  }),
+  AGENT_VAULT_AWS_REGION: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_AWS_REGION (aws method; Vault’s sts_region).',
+    parse: awsRegionOrAuto,
+  }),
+  AGENT_VAULT_AWS_STS_ENDPOINT: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_AWS_STS_ENDPOINT (aws method; Vault’s sts_endpoint).',
+    parse: httpsUrl,
+  }),
+  AGENT_VAULT_AWS_IAM_SERVER_ID: setting({
+    default: undefined,
+    doc: 'Passed to agents as VAULT_AWS_IAM_SERVER_ID (aws method; Vault’s iam_server_id_header_value).',
     parse: nonEmpty,
   }),
   LOG_LEVEL: setting({
@@ -208,6 +310,16 @@ export interface ClusterDefaults {
   readonly vaultAddr?: string;
   readonly vaultRole?: string;
   readonly vaultAuthMount?: string;
+  readonly vaultAuthMethod?: string;
+  readonly vaultNamespace?: string;
+  readonly vaultAuthNamespace?: string;
+  /** PEM. */
+  readonly vaultCaCert?: string;
+  readonly vaultTlsServerName?: string;
+  readonly vaultRevokeOnShutdown?: string;
+  readonly vaultAwsRegion?: string;
+  readonly vaultAwsStsEndpoint?: string;
+  readonly vaultAwsIamServerId?: string;
 }
 
 /** What rendering needs: the part of the config that shapes patches. */
@@ -313,6 +425,21 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     ...optional('vaultAddr', read('AGENT_VAULT_ADDR', s.AGENT_VAULT_ADDR)),
     ...optional('vaultRole', read('AGENT_VAULT_ROLE', s.AGENT_VAULT_ROLE)),
     ...optional('vaultAuthMount', read('AGENT_VAULT_AUTH_MOUNT', s.AGENT_VAULT_AUTH_MOUNT)),
+    ...optional('vaultAuthMethod', read('AGENT_VAULT_AUTH_METHOD', s.AGENT_VAULT_AUTH_METHOD)),
+    ...optional('vaultNamespace', read('AGENT_VAULT_NAMESPACE', s.AGENT_VAULT_NAMESPACE)),
+    ...optional('vaultAuthNamespace', read('AGENT_VAULT_AUTH_NAMESPACE', s.AGENT_VAULT_AUTH_NAMESPACE)),
+    ...optional('vaultCaCert', read('AGENT_VAULT_CACERT', s.AGENT_VAULT_CACERT)),
+    ...optional('vaultTlsServerName', read('AGENT_VAULT_TLS_SERVER_NAME', s.AGENT_VAULT_TLS_SERVER_NAME)),
+    ...optional(
+      'vaultRevokeOnShutdown',
+      read('AGENT_VAULT_REVOKE_ON_SHUTDOWN', s.AGENT_VAULT_REVOKE_ON_SHUTDOWN),
+    ),
+    ...optional('vaultAwsRegion', read('AGENT_VAULT_AWS_REGION', s.AGENT_VAULT_AWS_REGION)),
+    ...optional('vaultAwsStsEndpoint', read('AGENT_VAULT_AWS_STS_ENDPOINT', s.AGENT_VAULT_AWS_STS_ENDPOINT)),
+    ...optional(
+      'vaultAwsIamServerId',
+      read('AGENT_VAULT_AWS_IAM_SERVER_ID', s.AGENT_VAULT_AWS_IAM_SERVER_ID),
+    ),
   };
   const execHelpers = read('EXEC_HELPERS_VOLUME', s.EXEC_HELPERS_VOLUME);
   const execSet = [env, file].some((source) => source.EXEC_HELPERS_VOLUME !== undefined);

@@ -59,6 +59,11 @@ export interface InjectionRequest {
   }[];
   /** The cluster's helpers volume, mounted into the agent containers: only when a reference is `exec:`. */
   readonly execHelpers?: ExecHelpersVolume;
+  /**
+   * vault-client-cert-secret: a kubernetes.io/tls Secret mounted read-only into the agent only, at
+   * VAULT_CLIENT_CERT_DIR (its paths are in providerEnv).
+   */
+  readonly vaultClientCertSecret?: string;
   /** Signal rotation and EXIT_WITH_PROCESS need to see the app's processes. */
   readonly shareProcessNamespace: boolean;
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */

@@ -627,6 +627,17 @@ describe('Vault over TLS', () => {
     );
   });
 
+  it('trusts a CA given inline with VAULT_CACERT_BYTES (how the webhook passes its cluster CA)', async () => {
+    const pem = readFileSync(caFile, 'utf8');
+    const p = over({ VAULT_CACERT_BYTES: pem, VAULT_TLS_SERVER_NAME: 'vault.internal' });
+    assert.deepEqual(json(await value(p, 'vault:kv/tls')), value1);
+    assert.throws(
+      () => over({ VAULT_CACERT_BYTES: 'not a certificate' }),
+      (e: ProviderError) =>
+        e.reason === 'invalid' && /^VAULT_CACERT_BYTES: holds no PEM certificate/.test(e.message),
+    );
+  });
+
   it('refuses an unverified certificate as a permanent configuration error naming VAULT_CACERT', async () => {
     const noCa = await failure(over({}), 'vault:kv/tls');
     assert.equal(noCa.reason, 'invalid');

@@ -5,7 +5,9 @@ import { parseAgentConfig } from '../../agent/contract/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS } from '../../webhook/annotations.ts';
+import { parseVaultSettings } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
+import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import {
   AGENT_IMAGE,
   basicPod,
@@ -1493,5 +1495,195 @@ describe('the AWS identity EKS gave the app (IRSA, Pod Identity) reaches the age
       agent!.mounts.map((m) => m.name),
       ['secret-agent-secrets'],
     );
+  });
+});
+
+describe('Vault settings through annotations and cluster settings', () => {
+  const ADDR = { AGENT_VAULT_ADDR: 'https://vault.example:8200' };
+  const vaultCa = selfSignedCertificate('vault.internal', 'DNS:vault.internal').cert;
+
+  /** The injected pod, schema-checked, and what its agent container's Vault provider would make of its env. */
+  const injected = (annotations: Record<string, string>, env: Record<string, string>) => {
+    const pod = basicPod({ 'secret-agent.io/secret-db': 'vault:secret/data/db', ...annotations });
+    const result = admit(pod, env);
+    assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+    const mutated = mutate(pod, decodePatch(result.review.response));
+    validatePod(mutated);
+    const agent = mutated.spec.initContainers!.find((c) => c.name === 'secret-agent')!;
+    const agentEnv = containerEnv(agent, mutated);
+    return { mutated, agent, agentEnv, settings: parseVaultSettings(agentEnv) };
+  };
+
+  it('passes the pod’s method, namespaces and revocation, and the cluster’s CA and AWS settings, to the agent', () => {
+    const { agentEnv, settings } = injected(
+      {
+        'secret-agent.io/vault-auth-method': 'aws',
+        'secret-agent.io/vault-namespace': 'admin/team-a',
+        'secret-agent.io/vault-auth-namespace': 'admin',
+        'secret-agent.io/vault-revoke-on-shutdown': 'true',
+      },
+      {
+        ...ADDR,
+        AGENT_VAULT_CACERT: vaultCa,
+        AGENT_VAULT_TLS_SERVER_NAME: 'vault.internal',
+        AGENT_VAULT_AWS_REGION: 'eu-west-1',
+        AGENT_VAULT_AWS_IAM_SERVER_ID: 'vault.example',
+      },
+    );
+    assert.equal(agentEnv.VAULT_CACERT_BYTES, vaultCa.trim());
+    assert.deepEqual(
+      {
+        namespace: settings.namespace,
+        authNamespace: settings.authNamespace,
+        method: settings.auth.method,
+        revoke: settings.revokeOnShutdown,
+        serverName: settings.tlsServerName,
+      },
+      {
+        namespace: 'admin/team-a',
+        authNamespace: 'admin',
+        method: 'aws',
+        revoke: true,
+        serverName: 'vault.internal',
+      },
+    );
+    assert.ok(settings.auth.method === 'aws' && settings.auth.region === 'eu-west-1');
+    assert.ok(settings.auth.method === 'aws' && settings.auth.serverId === 'vault.example');
+  });
+
+  it('cert: mounts the TLS Secret into the agent container only and points VAULT_CLIENT_CERT/KEY at it', () => {
+    const { mutated, agent, settings } = injected(
+      {
+        'secret-agent.io/vault-auth-method': 'cert',
+        'secret-agent.io/vault-client-cert-secret': 'web-vault-client',
+      },
+      ADDR,
+    );
+    assert.deepEqual(
+      (mutated.spec.volumes as { name: string; secret?: unknown }[]).find((v) => v.secret),
+      { name: 'secret-agent-vault-client', secret: { secretName: 'web-vault-client' } },
+    );
+    assert.deepEqual(
+      (agent.volumeMounts as { name: string }[]).find((m) => m.name === 'secret-agent-vault-client'),
+      {
+        name: 'secret-agent-vault-client',
+        mountPath: '/var/run/secrets/secret-agent/vault-client',
+        readOnly: true,
+      },
+    );
+    const app = mutated.spec.containers.find((c) => c.name === 'app')!;
+    assert.ok(
+      !(app.volumeMounts as { name: string }[]).some((m) => m.name === 'secret-agent-vault-client'),
+      'the key never reaches the app container',
+    );
+    assert.deepEqual(settings.clientCert, {
+      certFile: '/var/run/secrets/secret-agent/vault-client/tls.crt',
+      keyFile: '/var/run/secrets/secret-agent/vault-client/tls.key',
+    });
+    assert.equal(settings.auth.method, 'cert');
+  });
+
+  it('gcp: needs a role; passes the service account; cluster defaults apply where the pod says nothing', () => {
+    const { settings } = injected(
+      {
+        'secret-agent.io/vault-role': 'web',
+        'secret-agent.io/vault-gcp-service-account': 'web@my-project.iam.gserviceaccount.com',
+      },
+      {
+        ...ADDR,
+        AGENT_VAULT_AUTH_METHOD: 'gcp',
+        AGENT_VAULT_NAMESPACE: 'apps',
+        AGENT_VAULT_REVOKE_ON_SHUTDOWN: 'true',
+      },
+    );
+    assert.ok(
+      settings.auth.method === 'gcp' &&
+        settings.auth.serviceAccount === 'web@my-project.iam.gserviceaccount.com',
+    );
+    assert.equal(settings.namespace, 'apps');
+    assert.equal(settings.authNamespace, 'apps');
+    assert.equal(settings.revokeOnShutdown, true);
+    assert.match(
+      refusal(basicPod({ 'secret-agent.io/secret-db': 'vault:secret/data/db' }), {
+        ...ADDR,
+        AGENT_VAULT_AUTH_METHOD: 'gcp',
+      }),
+      /secret-agent\.io\/vault-role: .*logs in with gcp auth, which needs a role.*Google service account/,
+    );
+  });
+
+  it('aws needs no role and no service-account token', () => {
+    const { settings } = injected({ 'secret-agent.io/vault-auth-method': 'aws' }, ADDR);
+    assert.ok(settings.auth.method === 'aws' && settings.auth.role === undefined);
+    const pod = basicPod(
+      { 'secret-agent.io/secret-db': 'vault:secret/data/db', 'secret-agent.io/vault-auth-method': 'aws' },
+      { automountServiceAccountToken: false },
+    );
+    assert.equal(admit(pod, ADDR).outcome, 'injected');
+  });
+
+  const refusals: [string, Record<string, string>, Record<string, string>, RegExp][] = [
+    [
+      'cert without a certificate Secret',
+      { 'secret-agent.io/vault-auth-method': 'cert' },
+      ADDR,
+      /secret-agent\.io\/vault-auth-method: is cert, but secret-agent\.io\/vault-client-cert-secret is not set.*Fix: set secret-agent\.io\/vault-client-cert-secret/,
+    ],
+    [
+      'a client certificate for a plain-http Vault',
+      { 'secret-agent.io/vault-client-cert-secret': 'web-vault-client', 'secret-agent.io/vault-role': 'web' },
+      { AGENT_VAULT_ADDR: 'http://vault.example:8200' },
+      /secret-agent\.io\/vault-client-cert-secret: is set, but the cluster’s AGENT_VAULT_ADDR is not https/,
+    ],
+    [
+      'approle, which needs a secret no annotation may carry',
+      { 'secret-agent.io/vault-auth-method': 'approle' },
+      ADDR,
+      /secret-agent\.io\/vault-auth-method: "approle" is not a Vault auth method the webhook can set up.*Fix: use one of kubernetes, jwt, cert, aws, gcp/,
+    ],
+    [
+      'a namespace with a reserved segment',
+      { 'secret-agent.io/vault-namespace': 'admin/sys', 'secret-agent.io/vault-role': 'web' },
+      ADDR,
+      /secret-agent\.io\/vault-namespace: "admin\/sys" is not a Vault namespace: a segment is a name Vault reserves/,
+    ],
+    [
+      'a reference whose ?namespace= is no namespace',
+      { 'secret-agent.io/secret-ns': 'vault:secret/app?namespace=a//b', 'secret-agent.io/vault-role': 'web' },
+      ADDR,
+      /secret-agent\.io\/secret-ns: namespace \(a value of 4 characters\) is not a Vault namespace/,
+    ],
+    [
+      'jwt in a pod without a service-account token',
+      { 'secret-agent.io/vault-auth-method': 'jwt' },
+      ADDR,
+      /automountServiceAccountToken: false, so the agent has no service-account token to log in with \(jwt auth\)/,
+    ],
+  ];
+  for (const [name, annotations, env, problem] of refusals)
+    it(`refuses ${name}, naming the annotation and the fix`, () => {
+      const pod = basicPod(
+        { 'secret-agent.io/secret-db': 'vault:secret/data/db', ...annotations },
+        name.startsWith('jwt') ? { automountServiceAccountToken: false } : {},
+      );
+      assert.match(refusal(pod, env), problem);
+    });
+
+  it('refuses unusable cluster Vault settings at webhook start, naming the setting', () => {
+    const bad: [Record<string, string>, RegExp][] = [
+      [{ AGENT_VAULT_CACERT: 'not a certificate' }, /AGENT_VAULT_CACERT: holds no PEM certificate/],
+      [{ AGENT_VAULT_NAMESPACE: 'a//b' }, /AGENT_VAULT_NAMESPACE: "a\/\/b" is not a Vault namespace/],
+      [{ AGENT_VAULT_AUTH_METHOD: 'token' }, /AGENT_VAULT_AUTH_METHOD: "token" is not a Vault auth method/],
+      [
+        { AGENT_VAULT_AWS_STS_ENDPOINT: 'http://sts.internal' },
+        /AGENT_VAULT_AWS_STS_ENDPOINT: .* is not an https URL/,
+      ],
+    ];
+    for (const [env, message] of bad)
+      assert.throws(
+        () => injectionDefaults(env),
+        (e: Error) => message.test(e.message),
+        JSON.stringify(env),
+      );
   });
 });

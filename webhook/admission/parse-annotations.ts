@@ -20,6 +20,7 @@ import {
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
+import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
 import type { PodShape } from './review.ts';
@@ -232,12 +233,36 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     },
   };
   const volumeSizeLimit = read('volume-size-limit', p['volume-size-limit']) ?? defaults.volumeSizeLimit;
+  const cluster = defaults.cluster;
+  const vaultClientCertSecret = read('vault-client-cert-secret', p['vault-client-cert-secret']);
   const providerEnv = [
-    ['AWS_REGION', read('aws-region', p['aws-region']) ?? defaults.cluster.awsRegion],
-    ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? defaults.cluster.gcpProject],
-    ['VAULT_ADDR', defaults.cluster.vaultAddr],
-    ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? defaults.cluster.vaultRole],
-    ['VAULT_AUTH_MOUNT', defaults.cluster.vaultAuthMount],
+    ['AWS_REGION', read('aws-region', p['aws-region']) ?? cluster.awsRegion],
+    ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? cluster.gcpProject],
+    ['VAULT_ADDR', cluster.vaultAddr],
+    ['VAULT_CACERT_BYTES', cluster.vaultCaCert],
+    ['VAULT_TLS_SERVER_NAME', cluster.vaultTlsServerName],
+    ['VAULT_NAMESPACE', read('vault-namespace', p['vault-namespace']) ?? cluster.vaultNamespace],
+    [
+      'VAULT_AUTH_NAMESPACE',
+      read('vault-auth-namespace', p['vault-auth-namespace']) ?? cluster.vaultAuthNamespace,
+    ],
+    ['VAULT_AUTH_METHOD', read('vault-auth-method', p['vault-auth-method']) ?? cluster.vaultAuthMethod],
+    ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? cluster.vaultRole],
+    ['VAULT_AUTH_MOUNT', cluster.vaultAuthMount],
+    ...(vaultClientCertSecret !== undefined
+      ? [
+          ['VAULT_CLIENT_CERT', `${VAULT_CLIENT_CERT_DIR}/tls.crt`],
+          ['VAULT_CLIENT_KEY', `${VAULT_CLIENT_CERT_DIR}/tls.key`],
+        ]
+      : []),
+    ['VAULT_AWS_REGION', cluster.vaultAwsRegion],
+    ['VAULT_AWS_STS_ENDPOINT', cluster.vaultAwsStsEndpoint],
+    ['VAULT_AWS_IAM_SERVER_ID', cluster.vaultAwsIamServerId],
+    ['VAULT_GCP_SERVICE_ACCOUNT', read('vault-gcp-service-account', p['vault-gcp-service-account'])],
+    [
+      'VAULT_REVOKE_ON_SHUTDOWN',
+      read('vault-revoke-on-shutdown', p['vault-revoke-on-shutdown']) ?? cluster.vaultRevokeOnShutdown,
+    ],
   ]
     .filter((e): e is [string, string] => e[1] !== undefined)
     .map(([name, value]) => ({ name, value }));
@@ -246,8 +271,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   const identity = inheritCloudIdentity(pod);
   const own = new Set(providerEnv.map((e) => e.name));
   providerEnv.push(...identity.env.filter((e) => !own.has(e.name)));
-  const provided = new Set(providerEnv.map((e) => e.name));
-  checkProviders(references, podValues, provided, pod, errors);
+  checkProviders(references, podValues, providerEnv, pod, errors);
   const risks = riskWarnings(podValues, fileValues, sidecar);
 
   if (errors.length > 0) throw new ConfigErrors(errors);
@@ -265,6 +289,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     providerEnv,
     identityMounts: identity.volumeMounts,
     ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
+    ...(vaultClientCertSecret !== undefined ? { vaultClientCertSecret } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
     warnings: [...completion.warnings, ...risks],
   };
@@ -283,10 +308,12 @@ interface ParsedReference {
 function checkProviders(
   references: readonly ParsedReference[],
   podValues: ReadonlyMap<PodAnnotationName, string>,
-  provided: ReadonlySet<string>,
+  providerEnv: readonly { readonly name: string; readonly value: string }[],
   pod: PodShape,
   errors: ConfigError[],
 ): void {
+  const provided = new Set(providerEnv.map((e) => e.name));
+  const envValue = (name: string) => providerEnv.find((e) => e.name === name)?.value;
   const names = (refs: readonly ParsedReference[]) => refs.map((r) => r.annotation).join(', ');
   // An annotation that is set but invalid has its own error already.
   const lacks = (annotation: PodAnnotationName, env: string) =>
@@ -310,9 +337,23 @@ function checkProviders(
       ),
     );
   const vault = references.filter((r) => r.ref.provider === 'vault');
+  const certSecret = `${PREFIX}vault-client-cert-secret`;
+  const vaultAddr = envValue('VAULT_ADDR');
+  if (
+    podValues.has('vault-client-cert-secret') &&
+    vaultAddr !== undefined &&
+    !vaultAddr.startsWith('https://')
+  )
+    errors.push(
+      new ConfigError(
+        certSecret,
+        'is set, but the cluster’s AGENT_VAULT_ADDR is not https://, so no client certificate is ever sent',
+        `remove ${certSecret}, or ask the cluster admin for Vault’s https:// address`,
+      ),
+    );
   if (vault.length === 0) return;
-  // The webhook renders no Vault token or other auth method: the agent logs in with Kubernetes auth,
-  // which needs an address, a role and the pod's service-account token (agent/providers/vault/config.ts).
+  // The agent logs in with what the pod has: an address, the method's role and identity
+  // (agent/providers/vault/config.ts). An annotation set but invalid has its own error already.
   if (!provided.has('VAULT_ADDR'))
     errors.push(
       new ConfigError(
@@ -321,20 +362,30 @@ function checkProviders(
         'ask the cluster admin to set AGENT_VAULT_ADDR on the webhook (docs/install/vault.md); a pod cannot choose the Vault address',
       ),
     );
-  if (lacks('vault-role', 'VAULT_ROLE'))
+  if (podValues.has('vault-auth-method') && !provided.has('VAULT_AUTH_METHOD')) return;
+  const method = envValue('VAULT_AUTH_METHOD') ?? 'kubernetes';
+  if ((method === 'kubernetes' || method === 'gcp') && lacks('vault-role', 'VAULT_ROLE'))
     errors.push(
       new ConfigError(
         `${PREFIX}vault-role`,
-        `is not set and the webhook has no AGENT_VAULT_ROLE default, but ${names(vault)} read from Vault, where the agent logs in with Kubernetes auth, which needs a role`,
-        `set ${PREFIX}vault-role to the Vault role bound to this pod's service account (docs/install/vault.md)`,
+        `is not set and the webhook has no AGENT_VAULT_ROLE default, but ${names(vault)} read from Vault, where the agent logs in with ${method} auth, which needs a role`,
+        `set ${PREFIX}vault-role to the Vault role bound to this pod's ${method === 'gcp' ? 'Google service account' : 'service account'} (docs/install/vault.md)`,
       ),
     );
-  if (pod.spec.automountServiceAccountToken === false)
+  if ((method === 'kubernetes' || method === 'jwt') && pod.spec.automountServiceAccountToken === false)
     errors.push(
       new ConfigError(
         vault[0]!.annotation,
-        'references Vault, but the pod sets automountServiceAccountToken: false, so the agent has no service-account token to log in with',
-        'remove automountServiceAccountToken: false from the pod spec (or set it to true)',
+        `references Vault, but the pod sets automountServiceAccountToken: false, so the agent has no service-account token to log in with (${method} auth)`,
+        `remove automountServiceAccountToken: false from the pod spec (or set it to true), or choose another ${PREFIX}vault-auth-method`,
+      ),
+    );
+  if (method === 'cert' && !provided.has('VAULT_CLIENT_CERT'))
+    errors.push(
+      new ConfigError(
+        `${PREFIX}vault-auth-method`,
+        `is cert, but ${certSecret} is not set, so the agent has no certificate to log in with`,
+        `set ${certSecret} to a kubernetes.io/tls Secret (e.g. cert-manager’s) whose certificate a Vault cert role trusts`,
       ),
     );
 }

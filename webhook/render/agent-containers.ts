@@ -38,6 +38,9 @@ export interface AgentContainer {
  */
 export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/agent.js'];
 
+/** Where the agent container sees vault-client-cert-secret (tls.crt, tls.key). */
+export const VAULT_CLIENT_CERT_DIR = '/var/run/secrets/secret-agent/vault-client';
+
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {
   readonly initContainer?: AgentContainer;
@@ -54,6 +57,8 @@ export function renderAgentContainers(
   defaults: InjectionDefaults,
   volumeName: string,
   helpersVolumeName?: string,
+  /** The volume of vault-client-cert-secret, when the pod names one. */
+  clientCertVolume?: string,
 ): AgentPlacement {
   // exec: helpers, read-only, where the agent looks for them by default (EXEC_HELPERS_DIR).
   const helpersMount =
@@ -69,6 +74,9 @@ export function renderAgentContainers(
       { name: volumeName, mountPath: request.mountPath },
       ...helpersMount,
       ...request.identityMounts,
+      ...(clientCertVolume
+        ? [{ name: clientCertVolume, mountPath: VAULT_CLIENT_CERT_DIR, readOnly: true as const }]
+        : []),
     ],
     resources: request.resources,
     securityContext: {

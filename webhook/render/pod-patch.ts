@@ -9,6 +9,7 @@ import { renderAgentContainers } from './agent-containers.ts';
 export const SECRETS_DIR_ENV = 'SECRETS_DIR';
 const VOLUME_NAME = 'secret-agent-secrets';
 const HELPERS_VOLUME_NAME = 'secret-agent-helpers';
+const CLIENT_CERT_VOLUME_NAME = 'secret-agent-vault-client';
 
 /** A volume name the pod does not use yet: the base name, else the base name with a number. */
 export function chooseVolumeName(pod: PodShape, base = VOLUME_NAME): string {
@@ -32,11 +33,18 @@ export function renderPodPatch(
     request.containers === undefined || request.containers.includes(c.name);
 
   const helpersVolumeName = request.execHelpers ? chooseVolumeName(pod, HELPERS_VOLUME_NAME) : undefined;
+  // The client certificate's key goes to the agent container only, never to the app's.
+  const clientCertVolume = request.vaultClientCertSecret
+    ? chooseVolumeName(pod, CLIENT_CERT_VOLUME_NAME)
+    : undefined;
   const volumes: Record<string, unknown>[] = [
     { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
     // The helpers of exec: references, for the agent containers only (renderAgentContainers mounts it).
     ...(request.execHelpers && helpersVolumeName
       ? [{ name: helpersVolumeName, ...request.execHelpers }]
+      : []),
+    ...(clientCertVolume
+      ? [{ name: clientCertVolume, secret: { secretName: request.vaultClientCertSecret } }]
       : []),
   ];
   volumes.forEach((volume, i) => {
@@ -66,7 +74,7 @@ export function renderPodPatch(
   mountInto(pod.spec.initContainers ?? [], 'initContainers');
   mountInto(pod.spec.containers, 'containers');
 
-  const placement = renderAgentContainers(request, defaults, volumeName, helpersVolumeName);
+  const placement = renderAgentContainers(request, defaults, volumeName, helpersVolumeName, clientCertVolume);
   if (placement.initContainer)
     ops.push(addToArray(pod.spec.initContainers, '/spec/initContainers', placement.initContainer, 'first'));
   if (placement.sidecar)

@@ -30,6 +30,8 @@ export interface VaultSettings {
   /** The namespace of the login, and so of the token (VAULT_AUTH_NAMESPACE, default VAULT_NAMESPACE). */
   readonly authNamespace: string;
   readonly caCertFile?: string;
+  /** PEM CA certificates given inline (VAULT_CACERT_BYTES, as the webhook passes a cluster CA). */
+  readonly caCertBytes?: string;
   /** A directory of PEM CA certificates (VAULT_CAPATH), trusted besides VAULT_CACERT. */
   readonly caPath?: string;
   /** The agent's TLS client certificate, for a Vault that requires one (VAULT_CLIENT_CERT / _KEY). */
@@ -94,6 +96,11 @@ export const VAULT_ENV: readonly { name: string; default: string; doc: string }[
     name: 'VAULT_CACERT',
     default: '',
     doc: 'PEM file of the CA that signed the Vault server certificate (instead of the system CAs).',
+  },
+  {
+    name: 'VAULT_CACERT_BYTES',
+    default: '',
+    doc: 'PEM text of CA certificates trusted for Vault, given inline (the webhook passes its AGENT_VAULT_CACERT this way), together with VAULT_CACERT and VAULT_CAPATH.',
   },
   {
     name: 'VAULT_CAPATH',
@@ -261,6 +268,13 @@ export function parseVaultSettings(env: Env): VaultSettings {
   const namespace = namespaceSetting('VAULT_NAMESPACE', get('VAULT_NAMESPACE')) ?? '';
   const authNamespace = namespaceSetting('VAULT_AUTH_NAMESPACE', get('VAULT_AUTH_NAMESPACE')) ?? namespace;
   const caCertFile = get('VAULT_CACERT');
+  const caCertBytes = get('VAULT_CACERT_BYTES');
+  if (caCertBytes !== undefined && !caCertBytes.includes('-----BEGIN CERTIFICATE-----'))
+    throw invalid(
+      'VAULT_CACERT_BYTES',
+      `holds no PEM certificate (${caCertBytes.length} characters)`,
+      'set it to the PEM text of the CA certificate(s), -----BEGIN CERTIFICATE----- included',
+    );
   const caPath = get('VAULT_CAPATH');
   const tlsServerName = get('VAULT_TLS_SERVER_NAME');
   const certFile = get('VAULT_CLIENT_CERT');
@@ -282,6 +296,7 @@ export function parseVaultSettings(env: Env): VaultSettings {
     namespace,
     authNamespace,
     ...(caCertFile ? { caCertFile } : {}),
+    ...(caCertBytes ? { caCertBytes } : {}),
     ...(caPath ? { caPath } : {}),
     ...(certFile && keyFile ? { clientCert: { certFile, keyFile } } : {}),
     ...(tlsServerName ? { tlsServerName } : {}),

@@ -247,10 +247,11 @@ export function createVaultApi(settings: VaultSettings, userAgent: string): Vaul
   };
 }
 
-/** VAULT_CACERT and every PEM certificate in VAULT_CAPATH; none set: the system CAs. */
+/** VAULT_CACERT, VAULT_CACERT_BYTES and every PEM certificate in VAULT_CAPATH; none set: the system CAs. */
 function trustedCas(settings: VaultSettings): { ca?: Buffer[] } {
   const cas: Buffer[] = [];
   if (settings.caCertFile) cas.push(readTlsFile(settings.caCertFile, 'VAULT_CACERT', 'CA bundle'));
+  if (settings.caCertBytes) cas.push(Buffer.from(settings.caCertBytes, 'utf8'));
   if (settings.caPath) {
     let names: string[];
     try {
