@@ -242,7 +242,7 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_VAULT_AUTH_MOUNT: setting({
     default: undefined,
-    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only; the mount of the method pods use).',
+    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only): the mount of AGENT_VAULT_AUTH_METHOD (default kubernetes). A pod that picks another method with secret-agent.io/vault-auth-method logs in at that method’s default mount.',
     parse: nonEmpty,
   }),
   AGENT_VAULT_AUTH_METHOD: setting({

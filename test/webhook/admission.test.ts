@@ -1612,6 +1612,19 @@ describe('Vault settings through annotations and cluster settings', () => {
     );
   });
 
+  it('passes the cluster’s auth mount with the cluster’s method only, not to a pod that picks another', () => {
+    const cluster = {
+      ...ADDR,
+      AGENT_VAULT_ROLE: 'apps',
+      AGENT_VAULT_AUTH_METHOD: 'kubernetes',
+      AGENT_VAULT_AUTH_MOUNT: 'kubernetes-prod',
+    };
+    const own = injected({}, cluster).settings.auth;
+    assert.ok(own.method === 'kubernetes' && own.mount === 'kubernetes-prod');
+    const aws = injected({ 'secret-agent.io/vault-auth-method': 'aws' }, cluster).settings.auth;
+    assert.ok(aws.method === 'aws' && aws.mount === 'aws');
+  });
+
   it('aws needs no role and no service-account token', () => {
     const { settings } = injected({ 'secret-agent.io/vault-auth-method': 'aws' }, ADDR);
     assert.ok(settings.auth.method === 'aws' && settings.auth.role === undefined);

@@ -235,6 +235,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   const volumeSizeLimit = read('volume-size-limit', p['volume-size-limit']) ?? defaults.volumeSizeLimit;
   const cluster = defaults.cluster;
   const vaultClientCertSecret = read('vault-client-cert-secret', p['vault-client-cert-secret']);
+  const podMethod = read('vault-auth-method', p['vault-auth-method']);
   const providerEnv = [
     ['AWS_REGION', read('aws-region', p['aws-region']) ?? cluster.awsRegion],
     ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? cluster.gcpProject],
@@ -246,9 +247,15 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
       'VAULT_AUTH_NAMESPACE',
       read('vault-auth-namespace', p['vault-auth-namespace']) ?? cluster.vaultAuthNamespace,
     ],
-    ['VAULT_AUTH_METHOD', read('vault-auth-method', p['vault-auth-method']) ?? cluster.vaultAuthMethod],
+    ['VAULT_AUTH_METHOD', podMethod ?? cluster.vaultAuthMethod],
     ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? cluster.vaultRole],
-    ['VAULT_AUTH_MOUNT', cluster.vaultAuthMount],
+    // The cluster's mount is its method's: a pod that picks another method gets that method's default.
+    [
+      'VAULT_AUTH_MOUNT',
+      podMethod === undefined || podMethod === (cluster.vaultAuthMethod ?? 'kubernetes')
+        ? cluster.vaultAuthMount
+        : undefined,
+    ],
     ...(vaultClientCertSecret !== undefined
       ? [
           ['VAULT_CLIENT_CERT', `${VAULT_CLIENT_CERT_DIR}/tls.crt`],
