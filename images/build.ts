@@ -27,21 +27,23 @@ const lazyBuiltins: Plugin = {
     b.onResolve({ filter: /^(node:)?[a-z_/0-9]+$/ }, (args) => {
       const name = args.path.replace(/^node:/, '');
       if (!builtins.has(name) || args.namespace === 'lazy-builtin') return undefined;
-      // A CommonJS require() is shimmed too in the snapshot's build, but not of a builtin that is
-      // itself a function (events, stream, assert): code extends or calls what it returns.
+      // A CommonJS require() is shimmed too in the snapshot's build: its modules are evaluated there.
       const shimmed =
         args.kind === 'import-statement' ||
         args.kind === 'dynamic-import' ||
-        (b.initialOptions.format === 'cjs' &&
-          args.kind === 'require-call' &&
-          typeof require(`node:${name}`) !== 'function');
+        (b.initialOptions.format === 'cjs' && args.kind === 'require-call');
       if (!shimmed) return undefined;
       return { path: name, namespace: 'lazy-builtin' };
     });
     // A CommonJS shim: esbuild then reads named imports as properties where they are used.
     b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
       const id = JSON.stringify(`node:${args.path}`);
-      const names = JSON.stringify(Object.keys(require(`node:${args.path}`) as object));
+      const builtin: unknown = require(`node:${args.path}`);
+      // A builtin that is itself a function (events, stream, assert) is what its default import
+      // names: code extends it and tests instanceof against it. Those are loaded at Node's own start.
+      if (typeof builtin === 'function')
+        return { contents: `module.exports = require(${id});`, loader: 'js' };
+      const names = JSON.stringify(Object.keys(builtin as object));
       return {
         contents: [
           `let m; const load = () => (m ??= require(${id}));`,
