@@ -25,6 +25,8 @@ export default tseslint.config(
   {
     files: ['**/*.cjs'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
+    // A CommonJS module's imports are require() calls.
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
     // Tests, benchmarks and the quick start talk to a terminal on purpose.

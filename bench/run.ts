@@ -95,9 +95,19 @@ const starts = {
 const backends: { name: string; env: Record<string, string> }[] = [
   { name: '1 AWS secret', env: agentEnv(1) },
   { name: '10 AWS secrets', env: agentEnv(10) },
+  // REST is init's default transport (the fake's REST side); gRPC, a sidecar's, is measured beside it.
   {
     name: '1 GCP secret',
     env: oneSecret('projects/bench-project/secrets/bench', {
+      GCP_SECRET_MANAGER_ENDPOINT: gcp.restEndpoint,
+      GCE_METADATA_HOST: '127.0.0.1:9',
+      GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+    }),
+  },
+  {
+    name: '1 GCP secret, GCP_TRANSPORT=grpc',
+    env: oneSecret('projects/bench-project/secrets/bench', {
+      GCP_TRANSPORT: 'grpc',
       GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
       GCE_METADATA_HOST: '127.0.0.1:9',
       GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',

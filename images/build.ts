@@ -7,6 +7,7 @@
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildHelpers } from './build-helpers.ts';
 
@@ -76,6 +77,33 @@ const gcpStaticProtos: Plugin = {
   },
 };
 
+/**
+ * google-gax's main entry loads @grpc/grpc-js (~270 KB of the bundle, ~20 ms and ~4 MiB at start-up) even
+ * for a client that talks REST. The Secret Manager client module requires it by its bare name for two
+ * things only, a logging switch and decodeAnyProtosInArray (for an error's statusDetails); it is handed
+ * the entry of its transport when constructed (agent/providers/gcp.ts: `google-gax/build/src/index.js`
+ * for gRPC, `google-gax/fallback` for REST, each a lazily loaded chunk). So the bare `google-gax` becomes
+ * a module with those two, taken from where google-gax's own entry takes them. Exactly the bare name: the
+ * entries' own paths are untouched. test/providers/gcp.test.ts checks the client reads nothing else.
+ */
+const gaxMain = createRequire(import.meta.url).resolve('google-gax');
+const gcpGaxByTransport: Plugin = {
+  name: 'gcp-gax-by-transport',
+  setup(b) {
+    b.onResolve({ filter: /^google-gax$/ }, () => ({ path: 'google-gax', namespace: 'gcp-gax-for-client' }));
+    b.onLoad({ filter: /.*/, namespace: 'gcp-gax-for-client' }, () => ({
+      contents: [
+        'module.exports = {',
+        "  get loggingUtils() { return require('google-logging-utils'); },",
+        "  get decodeAnyProtosInArray() { return require('./util.js').decodeAnyProtosInArray; },",
+        '};',
+      ].join('\n'),
+      resolveDir: dirname(gaxMain),
+      loader: 'js',
+    }));
+  },
+};
+
 // Bundled CommonJS dependencies call require(); ESM output has none unless we make one.
 const banner = {
   js: [
@@ -100,7 +128,7 @@ const common: BuildOptions = {
   metafile: true,
   // Prefer packages' ES module builds: tree-shakeable, so the AWS SDK chunk loads far fewer builtins.
   mainFields: ['module', 'main'],
-  plugins: [lazyBuiltins, gcpStaticProtos],
+  plugins: [lazyBuiltins, gcpStaticProtos, gcpGaxByTransport],
   alias: { axios: fileURLToPath(new URL('./axios-stub.cjs', import.meta.url)) },
   // debug (via google-gax and node-vault) tries require('supports-color') and carries on without it.
   // It is no dependency of ours: bundling it would ship whatever a dev tool happened to install.

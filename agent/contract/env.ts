@@ -440,6 +440,10 @@ export const CLIENT_ENV: readonly { name: string; doc: string }[] = [
     doc: '`host:port` instead of secretmanager.LOCATION.rep.googleapis.com:443 for regional secrets; `{location}` in it stands for the secret’s region; see docs/gcp.md.',
   },
   {
+    name: 'GCP_TRANSPORT',
+    doc: '`rest` or `grpc`: how the agent talks to GCP Secret Manager. Default `rest` in init mode (starts faster, in less memory), `grpc` in a sidecar (less CPU per refresh) and wherever grpc_proxy, https_proxy or http_proxy is set (the REST client ignores proxies); see docs/gcp.md.',
+  },
+  {
     name: 'GOOGLE_APPLICATION_CREDENTIALS',
     doc: 'Google client: credentials file; not needed on GKE with Workload Identity.',
   },

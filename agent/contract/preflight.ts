@@ -1,4 +1,5 @@
 import { parseExecSettings, resolveHelper, type ExecSettings } from '../providers/exec/config.ts';
+import { gcpTransport } from '../providers/gcp/transport.ts';
 import { parseVaultSettings } from '../providers/vault/config.ts';
 import { ProviderError } from '../providers/provider.ts';
 import type { AgentConfig, Env } from './env.ts';
@@ -44,6 +45,14 @@ export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError
     );
   }
 
+  if (refs.some((r) => r.ref.provider === 'gcp')) {
+    try {
+      gcpTransport(env, config.mode);
+    } catch (e) {
+      errors.push(settingError(e, 'GCP_TRANSPORT'));
+    }
+  }
+
   const vault = refs.filter((r) => r.ref.provider === 'vault');
   if (vault.length > 0) {
     // The Vault CLI's default, https://127.0.0.1:8200, is nothing in a pod unless Vault runs there:
@@ -61,12 +70,7 @@ export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError
     try {
       parseVaultSettings(env);
     } catch (e) {
-      if (!(e instanceof ProviderError)) throw e;
-      // The Vault settings' errors read `VARIABLE: problem` (docs/troubleshooting.md lists them with
-      // the vault provider's `invalid` failures): split them back into field and problem.
-      const m = /^([A-Z][A-Z0-9_]*): ([^]*)$/.exec(e.message);
-      const [field, problem] = m ? [m[1]!, m[2]!] : ['VAULT_ADDR', e.message];
-      errors.push(new ConfigError(field, problem, e.fix));
+      errors.push(settingError(e, 'VAULT_ADDR'));
     }
   }
   errors.push(...checkExecHelpers(refs, env));
@@ -101,4 +105,16 @@ function checkExecHelpers(refs: readonly { id: string; ref: SecretReference }[],
     }
   }
   return errors;
+}
+
+/**
+ * A provider's settings error as a ConfigError. Those errors read `VARIABLE: problem`
+ * (docs/troubleshooting.md lists them with their provider's `invalid` failures): split them back into
+ * field and problem.
+ */
+function settingError(e: unknown, fallbackField: string): ConfigError {
+  if (!(e instanceof ProviderError)) throw e;
+  const m = /^([A-Z][A-Z0-9_]*): ([^]*)$/.exec(e.message);
+  const [field, problem] = m ? [m[1]!, m[2]!] : [fallbackField, e.message];
+  return new ConfigError(field, problem, e.fix);
 }

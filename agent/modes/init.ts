@@ -57,6 +57,7 @@ export async function runInit(
     pod: config.pod,
     agentVersion,
     serviceAccountDir: config.serviceAccountDir,
+    mode: 'init',
   });
   try {
     const outcomes = await fetchSecrets(config.secrets, providers, {

@@ -112,6 +112,7 @@ export class Sidecar {
       pod: config.pod,
       agentVersion: deps.agentVersion,
       serviceAccountDir: config.serviceAccountDir,
+      mode: 'sidecar',
     });
   }
 

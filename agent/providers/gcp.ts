@@ -1,12 +1,12 @@
 import { SecretManagerServiceClient } from '@google-cloud/secret-manager';
-// The same @grpc/grpc-js google-gax loads (one copy in node_modules and in the bundle): only for
-// the plaintext channel credentials of a loopback endpoint and the status code names.
-import { credentials, status } from '@grpc/grpc-js';
-// The client's own google-gax (a dependency of @google-cloud/secret-manager, one copy).
+import { PassThroughClient } from 'google-auth-library';
+// In the bundle this bare `google-gax` is only what the client module reads from it (images/build.ts):
+// the library itself is loaded per transport, below, so a REST agent never loads @grpc/grpc-js.
 import { loggingUtils } from 'google-gax';
 import { quote } from '../contract/errors.ts';
 import type { GcpReference } from '../contract/reference.ts';
 import { crc32c } from './gcp-crc32c.ts';
+import { gcpTransport, type GcpTransport } from './gcp/transport.ts';
 import {
   fetchEach,
   ProviderError,
@@ -17,9 +17,23 @@ import {
   type SecretValue,
 } from './provider.ts';
 
+type Gax = typeof import('google-gax');
+type GaxFallback = typeof import('google-gax/fallback');
+
+/**
+ * google-gax for a transport, on first use: its main entry (gRPC) loads @grpc/grpc-js, its fallback
+ * entry (REST: HTTP/1.1 and JSON through google-auth-library) does not. Separate chunks in the bundle.
+ */
+async function loadGax(transport: GcpTransport): Promise<Gax | GaxFallback> {
+  // CommonJS modules: `default` is their module.exports, in Node and in the bundle alike.
+  return transport === 'grpc'
+    ? (await import('google-gax/build/src/index.js')).default
+    : (await import('google-gax/fallback')).default;
+}
+
 /** At most this many AccessSecretVersion calls in flight: the API has no batch read. */
 const CONCURRENCY = 8;
-/** The gRPC deadline of a call made without an attempt budget (fetches always have one). */
+/** The deadline of a call made without an attempt budget (fetches always have one). */
 const CALL_TIMEOUT_MS = 15_000;
 /** The public endpoint, when GCP_SECRET_MANAGER_ENDPOINT does not override it. */
 const DEFAULT_ENDPOINT = 'secretmanager.googleapis.com:443';
@@ -27,6 +41,30 @@ const DEFAULT_ENDPOINT = 'secretmanager.googleapis.com:443';
 const DEFAULT_REGIONAL_ENDPOINT = 'secretmanager.{location}.rep.googleapis.com:443';
 const GLOBAL_VARIABLE = 'GCP_SECRET_MANAGER_ENDPOINT';
 const REGIONAL_VARIABLE = 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT';
+
+/** google.rpc.Code: what both transports report (gax maps a REST error's status onto it). */
+const Code = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+const CODE_NAMES: Readonly<Record<number, string>> = Object.fromEntries(
+  Object.entries(Code).map(([name, code]) => [code, name]),
+);
 
 /** What GetSecretVersion says about a version, without reading its payload. */
 export interface GcpVersionState {
@@ -50,9 +88,10 @@ export interface GcpProvider extends Provider<GcpReference> {
 }
 
 /**
- * GCP Secret Manager over gRPC. Credentials come from Application Default Credentials (GKE Workload
- * Identity through the metadata server, or GOOGLE_APPLICATION_CREDENTIALS). A global secret is read
- * from secretmanager.googleapis.com (GCP_SECRET_MANAGER_ENDPOINT overrides it), a regional one from its
+ * GCP Secret Manager, over REST (HTTP/1.1 and JSON, the library's `fallback`) or gRPC, as
+ * GCP_TRANSPORT says. Credentials come from Application Default Credentials (GKE Workload Identity
+ * through the metadata server, or GOOGLE_APPLICATION_CREDENTIALS). A global secret is read from
+ * secretmanager.googleapis.com (GCP_SECRET_MANAGER_ENDPOINT overrides it), a regional one from its
  * region's endpoint, secretmanager.LOCATION.rep.googleapis.com (GCP_SECRET_MANAGER_REGIONAL_ENDPOINT
  * overrides it, `{location}` standing for the region): the global endpoint refuses regional names, and
  * only the regional one keeps the request in the region. One client for the global endpoint and one
@@ -61,11 +100,13 @@ export interface GcpProvider extends Provider<GcpReference> {
  * The library's own retries are off: the agent retries with its deadline and backoff.
  */
 export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
+  const transport = gcpTransport(process.env, options.mode);
   const globalEndpoint = parseEndpoint(process.env[GLOBAL_VARIABLE], GLOBAL_VARIABLE);
   const regionalTemplate = process.env[REGIONAL_VARIABLE] || undefined;
   const defaultProject = process.env.GCP_PROJECT || process.env.GOOGLE_CLOUD_PROJECT || undefined;
-  /** Keyed by location; '' is the global endpoint. */
-  const clients = new Map<string, SecretManagerServiceClient>();
+  /** Keyed by location; '' is the global endpoint. Each resolves once the client has its stub. */
+  const clients = new Map<string, Promise<SecretManagerServiceClient>>();
+  let gax: Promise<Gax | GaxFallback> | undefined;
   // GOOGLE_SDK_NODE_LOGGING makes the client log every response, payload bytes included. Off for good.
   loggingUtils.setBackend(null);
 
@@ -75,41 +116,61 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
       ? globalEndpoint
       : parseEndpoint(regionalTemplate ?? DEFAULT_REGIONAL_ENDPOINT, REGIONAL_VARIABLE, location);
 
-  const clientFor = (location: string | undefined): SecretManagerServiceClient => {
-    const key = location ?? '';
-    let client = clients.get(key);
-    if (client) return client;
+  const makeClient = async (location: string | undefined): Promise<SecretManagerServiceClient> => {
     const endpoint = endpointFor(location);
-    client = new SecretManagerServiceClient({
-      fallback: false,
+    const library = await (gax ??= loadGax(transport));
+    const common = {
       libName: 'secret-agent',
       libVersion: options.agentVersion,
       enableTelemetryLogging: false,
-      'grpc.primary_user_agent': userAgent(options),
       ...(endpoint ? { apiEndpoint: endpoint.servicePath, port: endpoint.port } : {}),
       // A fixed universe keeps gax from asking ADC for one, so a loopback run never looks for credentials.
-      ...(endpoint?.plaintext
-        ? { sslCreds: credentials.createInsecure(), universeDomain: 'googleapis.com' }
-        : {}),
-    });
-    clients.set(key, client);
-    return client;
+      ...(endpoint?.plaintext ? { universeDomain: 'googleapis.com' } : {}),
+    };
+    if (transport === 'rest') {
+      return new SecretManagerServiceClient(
+        {
+          ...common,
+          fallback: true,
+          // Loopback plaintext: http://, and an auth client that adds no credentials.
+          ...(endpoint?.plaintext ? { protocol: 'http', authClient: new PassThroughClient() } : {}),
+        },
+        library,
+      );
+    }
+    return new SecretManagerServiceClient(
+      {
+        ...common,
+        fallback: false,
+        'grpc.primary_user_agent': userAgent(options),
+        ...(endpoint?.plaintext ? { sslCreds: (library as Gax).grpc.credentials.createInsecure() } : {}),
+      },
+      library,
+    );
   };
 
   /**
    * The client builds its stub (and finds credentials) once, on first use, and caches the promise. A
    * method called after that failed rejects a second, unhandled time inside the library, which would
    * crash the agent; so every call waits for the stub here first, and a failed client is replaced.
+   * Concurrent first calls share one client.
    */
-  const ready = async (location: string | undefined): Promise<SecretManagerServiceClient> => {
-    const c = clientFor(location);
-    try {
-      await c.initialize();
-    } catch (e) {
-      if (clients.get(location ?? '') === c) clients.delete(location ?? '');
-      throw e;
+  const ready = (location: string | undefined): Promise<SecretManagerServiceClient> => {
+    const key = location ?? '';
+    let client = clients.get(key);
+    if (!client) {
+      const made = (async () => {
+        const c = await makeClient(location);
+        await c.initialize();
+        return c;
+      })();
+      made.catch(() => {
+        if (clients.get(key) === made) clients.delete(key);
+      });
+      clients.set(key, made);
+      client = made;
     }
-    return c;
+    return client;
   };
 
   const versionName = (ref: GcpReference): string => {
@@ -126,11 +187,14 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
     return `projects/${project}${location}/secrets/${ref.secret}/versions/${ref.version}`;
   };
 
-  // The gRPC deadline is the attempt's budget: the server learns it too, and a hung call ends in time to retry.
+  // The deadline is the attempt's budget (gRPC tells the server too), so a hung call ends in time to
+  // retry. Over REST the pod's identity rides in the User-Agent header (gRPC sets it per channel).
+  const restHeaders = { headers: { 'User-Agent': userAgent(options) } };
   const callOptions = (ctx: FetchContext) => ({
     retry: null,
     timeout: Math.max(1, Math.round(ctx.timeoutMs ?? CALL_TIMEOUT_MS)),
     signal: ctx.signal,
+    ...(transport === 'rest' ? { otherArgs: restHeaders } : {}),
   });
 
   const access = async (ref: GcpReference, ctx: FetchContext): Promise<SecretValue> => {
@@ -186,7 +250,7 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
       // Awaited: an open gRPC channel keeps the process alive and its sockets open.
       const closing = [...clients.values()];
       clients.clear();
-      await Promise.all(closing.map((c) => c.close().catch(() => undefined)));
+      await Promise.all(closing.map((made) => made.then((c) => c.close()).catch(() => undefined)));
     },
   };
   return provider;
@@ -232,7 +296,7 @@ export function parseEndpoint(
   if (plaintext && !loopback) {
     throw new ProviderError(
       'invalid',
-      `${variable} ${quote(text)} asks for plaintext gRPC to a host that is not loopback`,
+      `${variable} ${quote(text)} asks for plaintext to a host that is not loopback`,
       'use TLS (drop http://, or write https://); plaintext is only for 127.0.0.1, ::1 or localhost',
       { transient: false },
     );
@@ -305,7 +369,47 @@ function retryInfo(e: unknown): { retryAfterMs?: number } {
   return {};
 }
 
-/** Maps gRPC status codes to reasons and fixes; the message is the API's own, which never carries a value. */
+/** Where google-gax keeps the body of a REST error answer (googleError.js). */
+const RAW_HTTP_RESPONSE_PAYLOAD = Symbol.for('google-gax.rawHttpResponsePayload');
+
+/**
+ * REST only: an answer that is not Secret Manager's JSON (another server behind the endpoint, a proxy's
+ * page, a body cut short). The library's message for it quotes the body, which could be anything, a
+ * value included, so it is never shown. An error status is trusted when its body was a Google error
+ * (`{"error": {"message": …}}`); an error without one, when it is a transport failure (its cause has
+ * a system error code: ECONNREFUSED…) or a cancelled or timed-out call. What is left failed while
+ * reading an answer. gRPC errors carry neither an HTTP status nor a cause.
+ */
+function unreadableAnswer(e: unknown, code: number | undefined): boolean {
+  const err = e as
+    | { message?: unknown; cause?: unknown; httpStatusCode?: unknown; [RAW_HTTP_RESPONSE_PAYLOAD]?: unknown }
+    | undefined;
+  if (typeof err?.message === 'string' && / could not be decoded: /.test(err.message)) return true;
+  if (typeof err?.httpStatusCode === 'number') {
+    let body = err[RAW_HTTP_RESPONSE_PAYLOAD];
+    if (body === undefined) return false; // the library's own words ("Request failed with status code 403")
+    if (typeof body === 'string') {
+      try {
+        body = JSON.parse(body) as unknown;
+      } catch {
+        return true;
+      }
+    }
+    return typeof (body as { error?: { message?: unknown } } | null)?.error?.message !== 'string';
+  }
+  const cause = err?.cause as { code?: unknown } | undefined;
+  return (
+    cause instanceof Error &&
+    typeof cause.code !== 'string' &&
+    code !== Code.CANCELLED &&
+    code !== Code.DEADLINE_EXCEEDED
+  );
+}
+
+/**
+ * Maps status codes (gRPC's, or REST's mapped onto them by gax) to reasons and fixes; the message is
+ * the API's own, which never carries a value.
+ */
 function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
   if (e instanceof ProviderError) return e;
   const regional = name.includes('/locations/');
@@ -313,11 +417,21 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
   const err = (e ?? {}) as { code?: unknown; details?: unknown; message?: unknown };
   const code = typeof err.code === 'number' ? err.code : undefined;
   const text = typeof err.details === 'string' && err.details !== '' ? err.details : String(err.message ?? e);
-  const detail = `${code === undefined ? 'Error' : ((status as unknown as Record<number, string>)[code] ?? code)}: ${text}`;
+  const detail = `${code === undefined ? 'Error' : (CODE_NAMES[code] ?? code)}: ${text}`;
+
+  if (unreadableAnswer(e, code)) {
+    const status = (e as { httpStatusCode?: unknown }).httpStatusCode;
+    return new ProviderError(
+      'invalid',
+      `${name}: the answer${typeof status === 'number' ? ` (HTTP ${status})` : ''} is not Secret Manager's JSON`,
+      `${variable} does not reach Secret Manager's REST API: check it (GCP_TRANSPORT=grpc speaks gRPC instead)`,
+      { transient: false },
+    );
+  }
 
   if (
     ctx.signal.aborted &&
-    (code === undefined || code === status.CANCELLED || code === status.DEADLINE_EXCEEDED)
+    (code === undefined || code === Code.CANCELLED || code === Code.DEADLINE_EXCEEDED)
   ) {
     return new ProviderError(
       'timeout',
@@ -326,25 +440,25 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
     );
   }
   switch (code) {
-    case status.NOT_FOUND:
+    case Code.NOT_FOUND:
       return new ProviderError(
         'not-found',
         detail,
         `check the project, secret id and version of ${name}, and that the secret has versions (gcloud secrets versions list)`,
       );
-    case status.PERMISSION_DENIED:
+    case Code.PERMISSION_DENIED:
       return new ProviderError(
         'permission-denied',
         detail,
         'grant roles/secretmanager.secretAccessor on the secret (or its project) to the pod’s identity: the Workload Identity principal of its Kubernetes service account, or the Google service account it impersonates',
       );
-    case status.UNAUTHENTICATED:
+    case Code.UNAUTHENTICATED:
       return new ProviderError(
         'auth',
         detail,
         'give the pod Google credentials: GKE Workload Identity on the node pool and service account, or GOOGLE_APPLICATION_CREDENTIALS',
       );
-    case status.FAILED_PRECONDITION:
+    case Code.FAILED_PRECONDITION:
       if (/DESTROYED/.test(text)) {
         return new ProviderError(
           'deleted',
@@ -357,20 +471,20 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
         detail,
         'enable the version (gcloud secrets versions enable VERSION --secret SECRET) or reference an enabled one; `latest` names the newest version, whatever its state',
       );
-    case status.RESOURCE_EXHAUSTED:
+    case Code.RESOURCE_EXHAUSTED:
       return new ProviderError(
         'throttled',
         detail,
         'retried with backoff; spread start-ups or raise the Secret Manager quota',
         retryInfo(e),
       );
-    case status.DEADLINE_EXCEEDED:
+    case Code.DEADLINE_EXCEEDED:
       return new ProviderError(
         'timeout',
         detail,
         'retried until INIT_DEADLINE; check network reach to Secret Manager',
       );
-    case status.UNAVAILABLE:
+    case Code.UNAVAILABLE:
       if (/metadata from plugin/i.test(text)) {
         // A token could not be had: on GKE the metadata server can lag a starting pod, so retry.
         return new ProviderError(
@@ -386,13 +500,13 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
         'a Secret Manager or network fault; retried with backoff',
         retryInfo(e),
       );
-    case status.INTERNAL:
-    case status.UNKNOWN:
-    case status.ABORTED:
-    case status.CANCELLED:
+    case Code.INTERNAL:
+    case Code.UNKNOWN:
+    case Code.ABORTED:
+    case Code.CANCELLED:
       return new ProviderError('unavailable', detail, 'a Secret Manager fault; retried with backoff');
-    case status.INVALID_ARGUMENT:
-    case status.OUT_OF_RANGE:
+    case Code.INVALID_ARGUMENT:
+    case Code.OUT_OF_RANGE:
       // The global endpoint refuses a regional name, and a region's endpoint another region's.
       return new ProviderError(
         'invalid',
@@ -401,7 +515,7 @@ function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
           ? `check the reference (projects/PROJECT/locations/LOCATION/secrets/SECRET[/versions/VERSION]) and, if ${REGIONAL_VARIABLE} is set, that it reaches the endpoint of that location`
           : 'check the reference: projects/PROJECT/secrets/SECRET[/versions/VERSION]',
       );
-    case status.UNIMPLEMENTED:
+    case Code.UNIMPLEMENTED:
       return new ProviderError('invalid', detail, `${variable} does not serve Secret Manager v1: check it`, {
         transient: false,
       });

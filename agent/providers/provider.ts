@@ -1,4 +1,4 @@
-import type { PodIdentity } from '../contract/env.ts';
+import type { AgentMode, PodIdentity } from '../contract/env.ts';
 import type { SecretReference } from '../contract/reference.ts';
 
 /**
@@ -126,6 +126,8 @@ export interface ProviderOptions {
   readonly agentVersion: string;
   /** Where the pod's service-account token and ca.crt are (SERVICE_ACCOUNT_DIR); default the standard mount. */
   readonly serviceAccountDir?: string;
+  /** What the agent runs as (a provider may tune its transport to it); init when absent. */
+  readonly mode?: AgentMode;
 }
 
 export type ProviderFactory<R extends SecretReference> = (options: ProviderOptions) => Provider<R>;

@@ -56,7 +56,8 @@ describe('the start-up snapshot against the plain bundle', () => {
       ...MOTO_ENV,
       HOME: work,
       AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
-      GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
+      // Init reads GCP over REST by default (GCP_TRANSPORT); the sidecar test below over gRPC.
+      GCP_SECRET_MANAGER_ENDPOINT: gcp.restEndpoint,
       GCE_METADATA_HOST: '127.0.0.1:9',
       GCE_METADATA_IP: '127.0.0.1:9',
       GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
@@ -136,6 +137,7 @@ describe('the start-up snapshot against the plain bundle', () => {
     const agent = startAgent(
       {
         ...env,
+        GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
         SECRETS_DIR: dir.path,
         AGENT_MODE: 'sidecar',
         REFRESH_INTERVAL: '1s',

@@ -52,39 +52,45 @@ describe('version-aware refresh, through the built agent', () => {
       SECRET_0_FILENAME: filename,
     });
 
-  it('GCP: checks the version behind latest each cycle and accesses the payload only when it moved', async () => {
-    using dir = memoryDir();
-    const first = canary('gcp-1');
-    gcp.addVersion('va-project', 'api', first);
-    const agent = startAgent({
-      AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
-      AGENT_HTTP_ADDR: '127.0.0.1:0',
-      REFRESH_INTERVAL: '1s',
-      GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint,
-      GCE_METADATA_HOST: '127.0.0.1:9',
-      GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
-      SECRET_0_REF: 'projects/va-project/secrets/api',
-      SECRET_0_FILENAME: 'api',
-    });
-    try {
-      await eventually(() => (read(dir.path, 'api') === first ? true : undefined), 'the first value');
-      const accessed = gcp.calls('AccessSecretVersion');
-      const peeked = gcp.calls('GetSecretVersion');
-      await eventually(
-        () => (gcp.calls('GetSecretVersion') >= peeked + 3 ? true : undefined),
-        'three refresh cycles',
-      );
-      assert.equal(gcp.calls('AccessSecretVersion'), accessed, 'unchanged cycles make no access operation');
+  // gRPC is a sidecar's default transport; REST is asked for.
+  for (const transport of ['grpc', 'rest'] as const)
+    it(`GCP: checks the version behind latest each cycle and accesses the payload only when it moved (${transport})`, async () => {
+      using dir = memoryDir();
+      const first = canary('gcp-1');
+      const secret = `api-${transport}`;
+      gcp.addVersion('va-project', secret, first);
+      const agent = startAgent({
+        AGENT_MODE: 'sidecar',
+        SECRETS_DIR: dir.path,
+        AGENT_HTTP_ADDR: '127.0.0.1:0',
+        REFRESH_INTERVAL: '1s',
+        ...(transport === 'rest'
+          ? { GCP_TRANSPORT: 'rest', GCP_SECRET_MANAGER_ENDPOINT: gcp.restEndpoint }
+          : { GCP_SECRET_MANAGER_ENDPOINT: gcp.endpoint }),
+        GCE_METADATA_HOST: '127.0.0.1:9',
+        GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+        SECRET_0_REF: `projects/va-project/secrets/${secret}`,
+        SECRET_0_FILENAME: 'api',
+      });
+      try {
+        await eventually(() => (read(dir.path, 'api') === first ? true : undefined), 'the first value');
+        assert.equal(gcp.seen.at(-1)!.transport, transport);
+        const accessed = gcp.calls('AccessSecretVersion');
+        const peeked = gcp.calls('GetSecretVersion');
+        await eventually(
+          () => (gcp.calls('GetSecretVersion') >= peeked + 3 ? true : undefined),
+          'three refresh cycles',
+        );
+        assert.equal(gcp.calls('AccessSecretVersion'), accessed, 'unchanged cycles make no access operation');
 
-      const second = canary('gcp-2');
-      gcp.addVersion('va-project', 'api', second);
-      await eventually(() => (read(dir.path, 'api') === second ? true : undefined), 'the new version');
-      assert.equal(gcp.calls('AccessSecretVersion'), accessed + 1, 'one access for one new version');
-    } finally {
-      assert.equal((await agent.stop()).code, 0);
-    }
-  });
+        const second = canary('gcp-2');
+        gcp.addVersion('va-project', secret, second);
+        await eventually(() => (read(dir.path, 'api') === second ? true : undefined), 'the new version');
+        assert.equal(gcp.calls('AccessSecretVersion'), accessed + 1, 'one access for one new version');
+      } finally {
+        assert.equal((await agent.stop()).code, 0);
+      }
+    });
 
   it('Vault KV v2: reads metadata each cycle and the value only when current_version moved', async () => {
     using dir = memoryDir();

@@ -429,6 +429,28 @@ describe('checkBackendSettings', () => {
     assert.deepEqual(check({ SECRET_0_REF: 'projects/p-1234/secrets/db', SECRET_0_FILENAME: 'db' }), []);
   });
 
+  it('checks GCP_TRANSPORT where a GCP secret is read: a known transport, and no REST past a proxy', () => {
+    const env: Env = { SECRET_0_REF: 'projects/p-1234/secrets/db', SECRET_0_FILENAME: 'db' };
+    assert.deepEqual(check(env), []);
+    assert.deepEqual(check({ ...env, GCP_TRANSPORT: 'grpc', https_proxy: 'http://proxy:3128' }), []);
+    assert.deepEqual(
+      check({ ...env, https_proxy: 'http://proxy:3128' }),
+      [],
+      'the default follows the proxy',
+    );
+    const [bad] = check({ ...env, GCP_TRANSPORT: 'http2' });
+    assert.equal(bad?.field, 'GCP_TRANSPORT');
+    assert.match(bad!.message, /^GCP_TRANSPORT: "http2" is not a transport\. Fix: use rest or grpc/);
+    const [proxied] = check({ ...env, GCP_TRANSPORT: 'rest', grpc_proxy: 'http://proxy:3128' });
+    assert.equal(proxied?.field, 'GCP_TRANSPORT');
+    assert.match(
+      proxied!.message,
+      /the proxy grpc_proxy names: the REST client ignores proxy settings\. Fix: use grpc/,
+    );
+    // Not a GCP pod: not its business.
+    assert.deepEqual(check({ SECRET_0_REF: 'file:/x', SECRET_0_FILENAME: 'x', GCP_TRANSPORT: 'http2' }), []);
+  });
+
   it('needs a Vault address and usable Vault settings, naming the variables', () => {
     const env: Env = { SECRET_0_REF: 'vault:secret/data/app', SECRET_0_FILENAME: 'app' };
     const errors = check(env);

@@ -16,7 +16,7 @@ import { readSecret, startBackend, type Backend } from './backend.ts';
  * to take the whole deadline (exit 1, never retried). Each attempt now gets a share of the deadline
  * (a third, at least 1 s, at most 15 s) and every client's timeout follows it, so the first hung
  * connection is cut in time for a retry that succeeds. One test per provider, through the built
- * agent: AWS (moto behind the fault proxy), GCP (the gRPC fake's hang), Vault (the fake behind the
+ * agent: AWS (moto behind the fault proxy), GCP (the fake's hang, over REST and gRPC), Vault (the fake behind the
  * fault proxy).
  */
 const DEADLINE = '6s';
@@ -115,55 +115,59 @@ describe('R2: per-attempt timeouts are a share of INIT_DEADLINE', () => {
     });
     after(() => fake?.stop());
 
-    it('the first AccessSecretVersion hangs: its gRPC deadline ends the attempt, retried, written', async () => {
-      using dir = memoryDir();
-      const value = canary('gcp-hang-once');
-      fake.addVersion('attempt-project', 'hang-once', value);
-      fake.inject('AccessSecretVersion', { hang: true });
-      const before = fake.calls('AccessSecretVersion');
-      const run = await runAgent({
-        // No real credentials are ever looked for: a loopback endpoint is plaintext and credential-less.
-        GCE_METADATA_HOST: '127.0.0.1:9',
-        GCE_METADATA_IP: '127.0.0.1:9',
-        GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
-        GCP_SECRET_MANAGER_ENDPOINT: fake.endpoint,
-        SECRETS_DIR: dir.path,
-        SECRET_0_REF: 'projects/attempt-project/secrets/hang-once',
-        SECRET_0_FILENAME: 'api',
-        INIT_DEADLINE: DEADLINE,
+    for (const transport of ['rest', 'grpc'] as const) {
+      it(`the first AccessSecretVersion hangs: its deadline ends the attempt, retried, written (${transport})`, async () => {
+        using dir = memoryDir();
+        const value = canary('gcp-hang-once');
+        fake.addVersion('attempt-project', `hang-once-${transport}`, value);
+        fake.inject('AccessSecretVersion', { hang: true });
+        const before = fake.calls('AccessSecretVersion');
+        const run = await runAgent({
+          // No real credentials are ever looked for: a loopback endpoint is plaintext and credential-less.
+          GCE_METADATA_HOST: '127.0.0.1:9',
+          GCE_METADATA_IP: '127.0.0.1:9',
+          GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+          GCP_SECRET_MANAGER_ENDPOINT: transport === 'rest' ? fake.restEndpoint : fake.endpoint,
+          GCP_TRANSPORT: transport,
+          SECRETS_DIR: dir.path,
+          SECRET_0_REF: `projects/attempt-project/secrets/hang-once-${transport}`,
+          SECRET_0_FILENAME: 'api',
+          INIT_DEADLINE: DEADLINE,
+        });
+        assertRetriedOnceAfterTimeout(run, 'SECRET_0');
+        assert.equal(readSecret(dir.path, 'api'), value);
+        assert.equal(fake.calls('AccessSecretVersion') - before, 2);
       });
-      assertRetriedOnceAfterTimeout(run, 'SECRET_0');
-      assert.equal(readSecret(dir.path, 'api'), value);
-      assert.equal(fake.calls('AccessSecretVersion') - before, 2);
-    });
 
-    it('RESOURCE_EXHAUSTED with RetryInfo: the next attempt waits as long as the server asks, then written', async () => {
-      using dir = memoryDir();
-      const value = canary('gcp-retry-info');
-      fake.addVersion('attempt-project', 'quota', value);
-      fake.inject('AccessSecretVersion', {
-        code: status.RESOURCE_EXHAUSTED,
-        details: 'Quota exceeded for quota metric Access requests.',
-        retryDelayMs: 2500,
+      it(`RESOURCE_EXHAUSTED with RetryInfo: the next attempt waits as long as the server asks, then written (${transport})`, async () => {
+        using dir = memoryDir();
+        const value = canary('gcp-retry-info');
+        fake.addVersion('attempt-project', `quota-${transport}`, value);
+        fake.inject('AccessSecretVersion', {
+          code: status.RESOURCE_EXHAUSTED,
+          details: 'Quota exceeded for quota metric Access requests.',
+          retryDelayMs: 2500,
+        });
+        const run = await runAgent({
+          GCE_METADATA_HOST: '127.0.0.1:9',
+          GCE_METADATA_IP: '127.0.0.1:9',
+          GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+          GCP_SECRET_MANAGER_ENDPOINT: transport === 'rest' ? fake.restEndpoint : fake.endpoint,
+          GCP_TRANSPORT: transport,
+          SECRETS_DIR: dir.path,
+          SECRET_0_REF: `projects/attempt-project/secrets/quota-${transport}`,
+          SECRET_0_FILENAME: 'api',
+          INIT_DEADLINE: '30s',
+        });
+        assert.equal(run.code, 0, run.stderr);
+        const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
+        assert.equal(retries.length, 1);
+        // The first backoff is at most 250 ms; the server’s 2.5 s wins (what the built agent decoded).
+        assert.equal(retries[0]!.delayMs, 2500);
+        assert.deepEqual(retries[0]!.reasons, ['throttled']);
+        assert.equal(readSecret(dir.path, 'api'), value);
       });
-      const run = await runAgent({
-        GCE_METADATA_HOST: '127.0.0.1:9',
-        GCE_METADATA_IP: '127.0.0.1:9',
-        GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
-        GCP_SECRET_MANAGER_ENDPOINT: fake.endpoint,
-        SECRETS_DIR: dir.path,
-        SECRET_0_REF: 'projects/attempt-project/secrets/quota',
-        SECRET_0_FILENAME: 'api',
-        INIT_DEADLINE: '30s',
-      });
-      assert.equal(run.code, 0, run.stderr);
-      const retries = run.logs.filter((l) => l.msg === 'transient backend errors; retrying');
-      assert.equal(retries.length, 1);
-      // The first backoff is at most 250 ms; the server’s 2.5 s wins (what the built agent decoded).
-      assert.equal(retries[0]!.delayMs, 2500);
-      assert.deepEqual(retries[0]!.reasons, ['throttled']);
-      assert.equal(readSecret(dir.path, 'api'), value);
-    });
+    }
   });
 
   describe('Vault', () => {
