@@ -108,6 +108,20 @@ function hostName(text: string, field: string): string {
   return text;
 }
 
+/** Bounded so a typo cannot hold the webhook's memory limit: at most 64 KiB per entry. */
+const MAX_CACHE_ENTRIES = 65_536;
+
+function cacheEntries(text: string, field: string): number {
+  const n = /^\d{1,6}$/.test(text) ? Number(text) : NaN;
+  if (!(n <= MAX_CACHE_ENTRIES))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a number of entries`,
+      `use 0 (off) to ${MAX_CACHE_ENTRIES}, e.g. 256`,
+    );
+  return n;
+}
+
 /** NATIVE_SIDECARS as configured; `auto` is resolved once at start (webhook/native-sidecars.ts). */
 export type NativeSidecarsSetting = boolean | 'auto';
 
@@ -290,6 +304,11 @@ export const WEBHOOK_SETTINGS = {
     doc: 'Passed to agents as VAULT_AWS_IAM_SERVER_ID (aws method; Vault’s iam_server_id_header_value).',
     parse: nonEmpty,
   }),
+  ADMISSION_CACHE_SIZE: setting({
+    default: '256',
+    doc: 'Admission decisions kept (least recently used dropped first), each keyed by a SHA-256 of exactly what decides it: the pod’s `secret-agent.io/` annotations and opt-in label, its containers’ names, env, mounts and ports, its volumes’ names, the pod fields the checks read, the namespace and these settings. The replicas of a workload share one, so a rollout is checked and rendered once; an answer over 64 KiB is not kept. `0`: off.',
+    parse: cacheEntries,
+  }),
   LOG_LEVEL: setting({
     default: 'info',
     doc: 'The webhook’s pino log level.',
@@ -352,6 +371,8 @@ export interface WebhookConfig {
   readonly port: number;
   readonly host: string;
   readonly logLevel: LogLevel;
+  /** Admission decisions kept; 0: no cache. */
+  readonly admissionCacheSize: number;
   readonly tls:
     | { readonly mode: 'file'; readonly certFile: string; readonly keyFile: string }
     | {
@@ -418,6 +439,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     memoryLimit: read('AGENT_MEMORY_LIMIT', s.AGENT_MEMORY_LIMIT),
     volumeSizeLimit: read('SECRETS_VOLUME_SIZE_LIMIT', s.SECRETS_VOLUME_SIZE_LIMIT),
     logLevel: read('LOG_LEVEL', s.LOG_LEVEL),
+    admissionCacheSize: read('ADMISSION_CACHE_SIZE', s.ADMISSION_CACHE_SIZE),
   };
   const cluster: ClusterDefaults = {
     ...optional('awsRegion', read('AGENT_AWS_REGION', s.AGENT_AWS_REGION)),
@@ -465,6 +487,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     port: v.port,
     host: v.host,
     logLevel: v.logLevel,
+    admissionCacheSize: v.admissionCacheSize,
     tls:
       tlsMode === 'self-managed'
         ? {

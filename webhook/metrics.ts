@@ -10,6 +10,7 @@ export interface WebhookMetrics {
   readonly tlsReloads: Counter<'result'>;
   readonly certificateExpiry: Gauge;
   readonly nativeSidecars: Gauge<'source'>;
+  readonly admissionCache: Counter<'result'>;
 }
 
 /** One registry per server, so tests and several servers in one process do not share counters. */
@@ -46,6 +47,12 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
       name: 'secret_agent_webhook_native_sidecars',
       help: 'NATIVE_SIDECARS as decided at start: 1 native sidecars, 0 classic. source: config (true or false set), api-server (auto, from GET /version), fallback (auto, the version could not be read).',
       labelNames: ['source'],
+      registers: [registry],
+    }),
+    admissionCache: new Counter({
+      name: 'secret_agent_webhook_admission_cache_lookups_total',
+      help: 'Pod admissions looked up in the admission cache (ADMISSION_CACHE_SIZE), by result: hit (the decision made for an identical pod, e.g. another replica, was reused), miss (decided and rendered).',
+      labelNames: ['result'],
       registers: [registry],
     }),
   };

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
-import { admitPod } from './admission/admit-pod.ts';
+import type { AdmissionCache } from './admission/admission-cache.ts';
 import { BadReviewError, decodeAdmissionReview } from './admission/review.ts';
 import type { InjectionDefaults } from './config.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
@@ -13,6 +13,8 @@ export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 export interface WebhookServerOptions {
   readonly tls: SecureContextOptions;
   readonly defaults: InjectionDefaults;
+  /** Decisions by pod view; one per server, for the life of its defaults. */
+  readonly cache: AdmissionCache;
   readonly metrics: WebhookMetrics;
   readonly log: Logger;
   /** /readyz answers 200 only when this is true (e.g. the caBundle is patched in self-managed mode). */
@@ -90,7 +92,8 @@ async function route(
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
     const body = await readBody(req, MAX_BODY_BYTES);
     const request = decodeAdmissionReview(body);
-    const result = admitPod(request, options.defaults);
+    const { result, lookup } = options.cache.admit(request, options.defaults);
+    if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     // One line per decision, so "why was my pod (not) injected" is answered from the log alone.
     // result.log holds names only: annotation values never reach a log.
     options.log.info(

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:https';
 import { ConfigError, ConfigErrors, quote } from '../agent/contract/errors.ts';
 import type { Logger } from '../agent/log.ts';
+import { AdmissionCache } from './admission/admission-cache.ts';
 import type { InjectionDefaults, WebhookConfig } from './config.ts';
 import { InClusterConfigError, KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
@@ -70,11 +71,12 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
   );
   metrics.nativeSidecars.set({ source: nativeSidecars.source }, nativeSidecars.enabled ? 1 : 0);
   const defaults: InjectionDefaults = { ...config.injection, nativeSidecars: nativeSidecars.enabled };
+  const cache = new AdmissionCache(config.admissionCacheSize);
   let ready = false;
   let server: Server;
   let stopTls: () => Promise<void>;
   const serve = (tls: { cert: string; key: string }) =>
-    createWebhookServer({ tls, defaults, metrics, log, isReady: () => ready });
+    createWebhookServer({ tls, defaults, cache, metrics, log, isReady: () => ready });
 
   if (config.tls.mode === 'file') {
     const { certFile, keyFile } = config.tls;

@@ -54,6 +54,18 @@ describe('webhook configuration', () => {
       );
   });
 
+  it('ADMISSION_CACHE_SIZE is a number of entries, 0 turning the cache off', () => {
+    assert.equal(parseWebhookConfig({ AGENT_IMAGE }).admissionCacheSize, 256);
+    assert.equal(parseWebhookConfig({ AGENT_IMAGE, ADMISSION_CACHE_SIZE: '0' }).admissionCacheSize, 0);
+    assert.equal(parseWebhookConfig({ AGENT_IMAGE, ADMISSION_CACHE_SIZE: '4096' }).admissionCacheSize, 4096);
+    for (const bad of ['lots', '-1', '1.5', '', '65537', '9999999'])
+      assert.deepEqual(
+        fields(() => parseWebhookConfig({ AGENT_IMAGE, ADMISSION_CACHE_SIZE: bad })),
+        ['ADMISSION_CACHE_SIZE'],
+        bad,
+      );
+  });
+
   it('reads a YAML config file, env winning over it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'webhook-config-'));
     try {

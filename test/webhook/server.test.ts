@@ -12,8 +12,13 @@ import { AGENT_IMAGE, basicPod, decodePatch, review, type PodDoc } from './fixtu
 import { call, type Reply } from './https-call.ts';
 import { certDir, makeServingPair, SERVER_NAME, type ServingPair } from './tls-certs.ts';
 
-async function start(dir: ReturnType<typeof certDir>, log: CapturedLog['log']): Promise<RunningWebhook> {
+async function start(
+  dir: ReturnType<typeof certDir>,
+  log: CapturedLog['log'],
+  env: Record<string, string> = {},
+): Promise<RunningWebhook> {
   const config = parseWebhookConfig({
+    ...env,
     AGENT_IMAGE,
     WEBHOOK_PORT: '0',
     WEBHOOK_HOST: '127.0.0.1',
@@ -321,5 +326,117 @@ describe('admission decisions are logged at info, one line each, without values'
     assert.equal(skipped!.warnings, 1);
     assert.equal(skipped!.pod, 'web-1');
     assert.equal(invalid!.outcome, 'invalid');
+  });
+});
+
+describe('the admission cache over HTTPS', () => {
+  const lookups = (metrics: string) =>
+    Object.fromEntries(
+      [
+        ...metrics.matchAll(/^secret_agent_webhook_admission_cache_lookups_total\{result="(\w+)"\} (\d+)$/gm),
+      ].map((m) => [m[1]!, Number(m[2])]),
+    );
+
+  it('answers replicas from the cache, each under its own uid and name, counts hits and misses, logs no content', async () => {
+    const pair = await makeServingPair();
+    using dir = certDir();
+    dir.write(pair);
+    const logs = captureLog('info');
+    const webhook = await start(dir, logs.log);
+    const replica = (i: number) =>
+      review(
+        {
+          ...basicPod(
+            { 'secret-agent.io/secret-token': 'gcp:api-token' },
+            { containers: [{ name: 'app', image: 'a', env: [{ name: 'PASSWORD', value: canary('env') }] }] },
+          ),
+          metadata: {
+            generateName: 'web-7d4b9c-',
+            namespace: 'apps',
+            labels: { 'secret-agent.io/inject': 'true', 'pod-template-hash': '7d4b9c' },
+            annotations: {
+              'secret-agent.io/inject': 'true',
+              'secret-agent.io/secret-token': 'gcp:api-token',
+            },
+          },
+        },
+        { uid: `00000000-0000-4000-8000-00000000000${i}` },
+      );
+    const pasted = canary('pasted');
+    const refused = (i: number) =>
+      review(basicPod({ 'secret-agent.io/secret-db': pasted }), {
+        uid: `00000000-0000-4000-9000-00000000000${i}`,
+      });
+    let metrics: string;
+    const answers: { uid: string; allowed: boolean; patch?: string }[] = [];
+    try {
+      // The env value differs per replica here (a canary each), and is an input: every replica misses.
+      for (const body of [replica(1), replica(2)]) {
+        const reply = await call(webhook.port, pair.ca, '/mutate', { body: JSON.stringify(body) });
+        answers.push((JSON.parse(reply.body) as { response: (typeof answers)[number] }).response);
+      }
+      const same = JSON.stringify(replica(3));
+      for (const i of [3, 4, 5]) {
+        const body = same.replace(
+          '00000000-0000-4000-8000-000000000003',
+          `00000000-0000-4000-8000-00000000000${i}`,
+        );
+        const reply = await call(webhook.port, pair.ca, '/mutate', { body });
+        answers.push((JSON.parse(reply.body) as { response: (typeof answers)[number] }).response);
+      }
+      for (const i of [6, 7]) {
+        const reply = await call(webhook.port, pair.ca, '/mutate', { body: JSON.stringify(refused(i)) });
+        assertNoCanary(reply.body, 'a cached denial');
+        answers.push((JSON.parse(reply.body) as { response: (typeof answers)[number] }).response);
+      }
+      metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
+    } finally {
+      await webhook.close();
+    }
+    assert.deepEqual(
+      answers.map((a) => a.uid),
+      [1, 2, 3, 4, 5]
+        .map((i) => `00000000-0000-4000-8000-00000000000${i}`)
+        .concat([6, 7].map((i) => `00000000-0000-4000-9000-00000000000${i}`)),
+    );
+    assert.deepEqual(
+      answers.map((a) => a.allowed),
+      [true, true, true, true, true, false, false],
+    );
+    assert.equal(new Set(answers.slice(0, 5).map((a) => a.patch)).size, 1);
+    assert.deepEqual(lookups(metrics), { hit: 3, miss: 4 });
+    assertNoCanary(metrics, 'metrics');
+    assertNoCanary(logs.text(), 'webhook logs');
+    const decisions = logs.lines().filter((l) => l.outcome !== undefined);
+    assert.equal(decisions.length, 7);
+    assert.deepEqual(
+      decisions.map((l) => [l.uid, l.pod, l.outcome]),
+      answers.map((a, i) => [
+        a.uid,
+        i < 5 ? 'web-7d4b9c-' : 'web-7d4b9c-xk2p9',
+        i < 5 ? 'injected' : 'denied',
+      ]),
+    );
+  });
+
+  it('is off at ADMISSION_CACHE_SIZE=0: nothing is looked up', async () => {
+    const pair = await makeServingPair();
+    using dir = certDir();
+    dir.write(pair);
+    const logs = captureLog('info');
+    const webhook = await start(dir, logs.log, { ADMISSION_CACHE_SIZE: '0' });
+    let metrics: string;
+    try {
+      const body = JSON.stringify(review(basicPod({ 'secret-agent.io/secret-token': 'gcp:api-token' })));
+      for (let i = 0; i < 2; i++) {
+        const reply = await call(webhook.port, pair.ca, '/mutate', { body });
+        assert.equal((JSON.parse(reply.body) as { response: { allowed: boolean } }).response.allowed, true);
+      }
+      metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
+    } finally {
+      await webhook.close();
+    }
+    assert.deepEqual(lookups(metrics), {});
+    assert.match(metrics, /^secret_agent_webhook_admission_requests_total\{outcome="injected"\} 2$/m);
   });
 });

@@ -9,10 +9,12 @@ import { decide, type SkipReason } from './decide.ts';
 import { parseInjectionRequest } from './parse-annotations.ts';
 import { annotationValues, forLog, redactMessage } from './redact.ts';
 import {
-  allowResponse,
-  denyResponse,
+  allowFields,
+  denyFields,
+  reviewResponse,
   type AdmissionRequest,
   type AdmissionReviewResponse,
+  type ReviewFields,
 } from './review.ts';
 
 /**
@@ -51,43 +53,64 @@ export type AdmissionResult =
       readonly log: DecisionLog;
     };
 
+/** What decides an admission: the namespace and the pod view, with the webhook's InjectionDefaults. */
+export type AdmissionInput = Pick<AdmissionRequest, 'namespace' | 'pod'>;
+
+/**
+ * An admission decision before it answers a request: the response without its uid, the log line
+ * without the pod's name. A pure function of AdmissionInput and InjectionDefaults, which is what lets
+ * the admission cache answer a replica with the decision made for the first.
+ */
+export type AdmissionDecision =
+  | (Omit<Extract<AdmissionResult, { outcome: 'injected' }>, 'review'> & { readonly fields: ReviewFields })
+  | (Omit<Extract<AdmissionResult, { outcome: 'skipped' }>, 'review'> & { readonly fields: ReviewFields })
+  | (Omit<Extract<AdmissionResult, { outcome: 'denied' }>, 'review'> & { readonly fields: ReviewFields });
+
 /** AdmissionRequest in, AdmissionReview response out: decide, parse, check, render, patch. */
 export function admitPod(request: AdmissionRequest, defaults: InjectionDefaults): AdmissionResult {
-  const decision = decide(request, defaults.ownNamespace);
-  const meta = request.pod?.metadata;
-  const pod = meta?.name ?? meta?.generateName;
-  const named = pod === undefined ? {} : { pod };
+  return answer(request, decideAdmission(request, defaults));
+}
+
+/** The decision as the answer to `request`: its uid and apiVersion, its pod's name in the log. */
+export function answer(request: AdmissionRequest, decision: AdmissionDecision): AdmissionResult {
+  const { fields, ...rest } = decision;
+  const review = reviewResponse(request, fields);
+  const log = request.podName === undefined ? decision.log : { pod: request.podName, ...decision.log };
+  return { ...rest, review, log };
+}
+
+/** Decides from AdmissionInput alone: decide, parse, check, render, patch. */
+export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaults): AdmissionDecision {
+  const decision = decide(input, defaults.ownNamespace);
   if (decision.action === 'skip') {
     const warnings = decision.warnings ?? [];
     return {
       outcome: 'skipped',
       reason: decision.reason,
-      review: allowResponse(request, undefined, warnings),
+      fields: allowFields(undefined, warnings),
       log: {
-        ...named,
         outcome: 'skipped',
         reason: decision.reason,
         ...(warnings.length ? { warnings: warnings.length } : {}),
       },
     };
   }
-  const annotations = meta?.annotations ?? {};
-  if (decision.action === 'deny') return denied(request, [decision.error], annotations, pod);
+  const annotations = input.pod?.metadata?.annotations ?? {};
+  if (decision.action === 'deny') return denied([decision.error], annotations);
   let injection: InjectionRequest;
   try {
     injection = parseInjectionRequest(decision.pod, defaults);
     checkAgentAccepts(injection, annotations);
   } catch (e) {
-    if (e instanceof ConfigErrors) return denied(request, e.errors, annotations, pod);
+    if (e instanceof ConfigErrors) return denied(e.errors, annotations);
     throw e;
   }
   const spec = decision.pod.spec;
   return {
     outcome: 'injected',
     request: injection,
-    review: allowResponse(request, renderPodPatch(decision.pod, injection, defaults), injection.warnings),
+    fields: allowFields(renderPodPatch(decision.pod, injection, defaults), injection.warnings),
     log: {
-      ...named,
       outcome: 'injected',
       mode: injection.mode,
       files: injection.secrets.map((s) => s.file),
@@ -99,11 +122,9 @@ export function admitPod(request: AdmissionRequest, defaults: InjectionDefaults)
 }
 
 function denied(
-  request: AdmissionRequest,
   errors: readonly ConfigError[],
   annotations: Readonly<Record<string, string>>,
-  pod: string | undefined,
-): AdmissionResult {
+): AdmissionDecision {
   const values = annotationValues(annotations);
   const messages = errors.map((e) => redactMessage(e, values));
   const message =
@@ -113,9 +134,8 @@ function denied(
   return {
     outcome: 'denied',
     errors,
-    review: denyResponse(request, message),
+    fields: denyFields(message),
     log: {
-      ...(pod === undefined ? {} : { pod }),
       outcome: 'denied',
       annotations: [...new Set(errors.map((e) => e.field))],
       problems: messages.map(forLog),

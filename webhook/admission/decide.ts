@@ -11,7 +11,7 @@ export type Decision =
   | { readonly action: 'inject'; readonly pod: PodShape };
 
 /** Whether this request is ours to mutate, before any annotation beyond the opt-in is read. */
-export function decide(request: AdmissionRequest, ownNamespace: string): Decision {
+export function decide(request: Pick<AdmissionRequest, 'namespace' | 'pod'>, ownNamespace: string): Decision {
   const pod = request.pod;
   if (!pod) return { action: 'skip', reason: 'not-a-pod-create' };
   // The webhook must never be able to block its own pods, or a broken release could not be rolled back.

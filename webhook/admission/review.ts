@@ -1,3 +1,4 @@
+import { OPT_IN_LABEL, PREFIX } from '../annotations.ts';
 import type { PatchOperation } from '../patch.ts';
 
 /**
@@ -5,20 +6,27 @@ import type { PatchOperation } from '../patch.ts';
  * fields we read (shape-checked, never trusted), and encoding responses.
  */
 
+/** The container fields admission reads: no other field of a container reaches it. */
 export interface ContainerShape {
   readonly name: string;
-  readonly env?: readonly { readonly name?: unknown }[];
+  readonly env?: readonly { readonly name?: unknown; readonly value?: unknown }[];
   readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
   readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
-  readonly [key: string]: unknown;
 }
 
+/**
+ * The part of a Pod admission reads, and nothing else: everything that decides the patch or the
+ * refusal. decodeAdmissionReview copies exactly these fields out of request.object (podView), so
+ * code that reads a field not listed here reads nothing, and the admission cache, keyed by a hash of
+ * this view, covers every input by construction. A field added here must be copied in podView: the
+ * compiler insists.
+ */
 export interface PodShape {
   readonly metadata?: {
-    readonly name?: string;
-    readonly generateName?: string;
     readonly namespace?: string;
+    /** Only the secret-agent.io/ annotations: no other is read (a rollout's restartedAt differs). */
     readonly annotations?: Readonly<Record<string, string>>;
+    /** Only the opt-in label: no other is read (a StatefulSet's pod-name label differs per pod). */
     readonly labels?: Readonly<Record<string, string>>;
   };
   readonly spec: {
@@ -39,8 +47,10 @@ export interface AdmissionRequest {
   readonly operation: string;
   readonly namespace: string;
   readonly dryRun: boolean;
-  /** Present only when the request is a Pod; a shape-checked view of request.object. */
+  /** Present only when the request is a Pod CREATE: the shape-checked view of request.object. */
   readonly pod?: PodShape;
+  /** The pod's name, else its generateName: for the log only, never an input of the decision. */
+  readonly podName?: string;
 }
 
 /** A request that is not an AdmissionReview we can answer: the HTTP layer answers 400. */
@@ -76,7 +86,7 @@ function checkContainers(v: unknown, path: string, required: boolean): void {
 }
 
 /** Checks the parts of a Pod the webhook reads; the API server has validated the rest of it already. */
-function checkPod(v: unknown): PodShape {
+function checkPod(v: unknown): Record<string, unknown> {
   if (!isObject(v)) throw new BadReviewError('request.object is not an object');
   const { metadata, spec } = v;
   if (metadata !== undefined) {
@@ -92,7 +102,70 @@ function checkPod(v: unknown): PodShape {
     throw new BadReviewError('spec.volumes is not a list of objects');
   if (spec.securityContext !== undefined && !isObject(spec.securityContext))
     throw new BadReviewError('spec.securityContext is not an object');
-  return v as unknown as PodShape;
+  return v;
+}
+
+/** Every member of T, each written out (undefined where absent): a view that forgets one does not compile. */
+type Listed<T> = { readonly [K in keyof Required<T>]: T[K] };
+
+/** The listed members of an item of the list T. */
+type ListedItem<T> = Listed<NonNullable<T> extends readonly (infer I)[] ? I : never>;
+
+/** Each item copied: the list's absence, length and order are kept (patch paths depend on them). */
+function listView<T>(list: unknown, copy: (item: Record<string, unknown>) => T): T[] | undefined {
+  return list === undefined ? undefined : (list as Record<string, unknown>[]).map(copy);
+}
+
+function containerView(c: Record<string, unknown>): ContainerShape {
+  const view: Listed<ContainerShape> = {
+    name: c.name as string,
+    env: listView(c.env, (e): ListedItem<ContainerShape['env']> => ({ name: e.name, value: e.value })),
+    volumeMounts: listView(c.volumeMounts, (m): ListedItem<ContainerShape['volumeMounts']> => ({
+      name: m.name,
+      mountPath: m.mountPath,
+    })),
+    ports: listView(c.ports, (p): ListedItem<ContainerShape['ports']> => ({
+      name: p.name,
+      containerPort: p.containerPort,
+    })),
+  };
+  return view;
+}
+
+function prefixedAnnotations(annotations: Record<string, string>): Record<string, string> {
+  const view: Record<string, string> = {};
+  // Keys start with PREFIX, so none is __proto__.
+  for (const key of Object.keys(annotations)) if (key.startsWith(PREFIX)) view[key] = annotations[key]!;
+  return view;
+}
+
+/** The PodShape of a checked pod: its fields copied, nothing else. */
+function podView(pod: Record<string, unknown>): PodShape {
+  const meta = pod.metadata as Record<string, unknown> | undefined;
+  const spec = pod.spec as Record<string, unknown>;
+  const annotations = meta?.annotations as Record<string, string> | undefined;
+  const optIn = (meta?.labels as Record<string, string> | undefined)?.[OPT_IN_LABEL];
+  const security = spec.securityContext as Record<string, unknown> | undefined;
+  const metadata: Listed<NonNullable<PodShape['metadata']>> | undefined = meta && {
+    namespace: meta.namespace as string | undefined,
+    annotations: annotations && prefixedAnnotations(annotations),
+    labels: optIn === undefined ? undefined : { [OPT_IN_LABEL]: optIn },
+  };
+  const specView: Listed<PodShape['spec']> = {
+    containers: listView(spec.containers, containerView)!,
+    initContainers: listView(spec.initContainers, containerView),
+    volumes: listView(spec.volumes, (v): ListedItem<PodShape['spec']['volumes']> => ({ name: v.name })),
+    shareProcessNamespace: spec.shareProcessNamespace as boolean | undefined,
+    restartPolicy: spec.restartPolicy,
+    automountServiceAccountToken: spec.automountServiceAccountToken,
+    securityContext:
+      security &&
+      ({
+        runAsUser: security.runAsUser,
+        runAsGroup: security.runAsGroup,
+      } satisfies Listed<NonNullable<PodShape['spec']['securityContext']>>),
+  };
+  return { metadata, spec: specView };
 }
 
 /** Decodes a request body; throws BadReviewError for anything that is not an AdmissionReview request. */
@@ -119,6 +192,7 @@ export function decodeAdmissionReview(body: string): AdmissionRequest {
     throw new BadReviewError('request.kind is missing');
   if (typeof r.operation !== 'string') throw new BadReviewError('request.operation is missing');
   const isPod = (kind.group ?? '') === '' && kind.version === 'v1' && kind.kind === 'Pod';
+  const pod = isPod && r.operation === 'CREATE' ? checkPod(r.object) : undefined;
   return {
     uid: r.uid,
     apiVersion: doc.apiVersion,
@@ -126,8 +200,13 @@ export function decodeAdmissionReview(body: string): AdmissionRequest {
     operation: r.operation,
     namespace: typeof r.namespace === 'string' ? r.namespace : '',
     dryRun: r.dryRun === true,
-    ...(isPod && r.operation === 'CREATE' ? { pod: checkPod(r.object) } : {}),
+    ...(pod ? { pod: podView(pod), ...podName(pod.metadata as Record<string, unknown> | undefined) } : {}),
   };
+}
+
+function podName(meta: Record<string, unknown> | undefined): { podName?: string } {
+  const name = meta?.name ?? meta?.generateName;
+  return typeof name === 'string' ? { podName: name } : {};
 }
 
 export interface AdmissionReviewResponse {
@@ -144,30 +223,32 @@ export interface AdmissionReviewResponse {
   };
 }
 
+/** An answer without the request's uid: what the admission cache keeps. */
+export type ReviewFields = Omit<AdmissionReviewResponse['response'], 'uid'>;
+
 /** `warnings` reach the user as `Warning:` lines from kubectl: allowed, but worth knowing. */
-export function allowResponse(
-  request: AdmissionRequest,
+export function allowFields(
   patch?: readonly PatchOperation[],
   warnings: readonly string[] = [],
-): AdmissionReviewResponse {
+): ReviewFields {
   return {
-    apiVersion: request.apiVersion,
-    kind: 'AdmissionReview',
-    response: {
-      uid: request.uid,
-      allowed: true,
-      ...(patch && patch.length > 0
-        ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }
-        : {}),
-      ...(warnings.length > 0 ? { warnings } : {}),
-    },
+    allowed: true,
+    ...(patch && patch.length > 0
+      ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }
+      : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
   };
 }
 
-export function denyResponse(request: AdmissionRequest, message: string): AdmissionReviewResponse {
+export function denyFields(message: string): ReviewFields {
+  return { allowed: false, status: { code: 400, reason: 'BadRequest', message } };
+}
+
+/** The AdmissionReview that answers `request`. */
+export function reviewResponse(request: AdmissionRequest, fields: ReviewFields): AdmissionReviewResponse {
   return {
     apiVersion: request.apiVersion,
     kind: 'AdmissionReview',
-    response: { uid: request.uid, allowed: false, status: { code: 400, reason: 'BadRequest', message } },
+    response: { uid: request.uid, ...fields },
   };
 }

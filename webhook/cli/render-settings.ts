@@ -31,7 +31,7 @@ export interface RenderSettings {
 }
 
 /**
- * Settings of the server only (listening, TLS, logging): pinned to their defaults, in env, which wins
+ * Settings of the server only (listening, TLS, logging, its cache): pinned to their defaults, in env, which wins
  * over the file, so a value meant for a pod (or a service link's WEBHOOK_PORT) cannot fail a render.
  */
 const SERVER_ONLY = [
@@ -46,6 +46,7 @@ const SERVER_ONLY = [
   'CERT_VALIDITY',
   'CA_VALIDITY',
   'LOG_LEVEL',
+  'ADMISSION_CACHE_SIZE',
 ] as const satisfies readonly WebhookSettingName[];
 
 /** Throws ConfigErrors, naming the flag where a flag set the value. */

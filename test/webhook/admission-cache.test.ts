@@ -1,0 +1,583 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { AdmissionCache, MAX_CACHED_CHARS } from '../../webhook/admission/admission-cache.ts';
+import { admitPod, type AdmissionResult } from '../../webhook/admission/admit-pod.ts';
+import { decodeAdmissionReview, type PodShape } from '../../webhook/admission/review.ts';
+import type { InjectionDefaults } from '../../webhook/config.ts';
+import { admissionReview } from '../fuzz/arbitraries.ts';
+import { basicPod, injectionDefaults, review, type PodDoc } from './fixtures.ts';
+
+/** What a cluster's webhook sets so that aws:NAME and vault: references can work. */
+const CLUSTER = {
+  AGENT_AWS_REGION: 'eu-west-1',
+  AGENT_VAULT_ADDR: 'https://vault.example:8200',
+  AGENT_VAULT_ROLE: 'apps',
+};
+
+type ReviewOptions = NonNullable<Parameters<typeof review>[1]>;
+
+interface Admission {
+  readonly pod: unknown;
+  readonly options?: ReviewOptions;
+  readonly env?: Record<string, string>;
+}
+
+const defaultsByEnv = new Map<string, InjectionDefaults>();
+/** One defaults object per env, as one server has: the cache keys them by content all the same. */
+function defaultsFor(env: Record<string, string> = {}): InjectionDefaults {
+  const key = JSON.stringify(env);
+  let defaults = defaultsByEnv.get(key);
+  if (!defaults) defaultsByEnv.set(key, (defaults = injectionDefaults({ ...CLUSTER, ...env })));
+  return defaults;
+}
+
+function body(a: Admission): string {
+  return JSON.stringify(review(a.pod, a.options));
+}
+
+/** admitPod over the pod as sent, every field of it: what the webhook answered before it had a cache. */
+function uncached(a: Admission): AdmissionResult {
+  const text = body(a);
+  const raw = (JSON.parse(text) as { request: { object: unknown } }).request.object;
+  return admitPod({ ...decodeAdmissionReview(text), pod: raw as PodShape }, defaultsFor(a.env));
+}
+
+function cached(cache: AdmissionCache, a: Admission) {
+  return cache.admit(decodeAdmissionReview(body(a)), defaultsFor(a.env));
+}
+
+/** What the API server and the log get. */
+const visible = (r: AdmissionResult) => ({ review: r.review, log: r.log });
+
+/** A pod that reads every input: two containers, an init container, an IRSA identity, volumes, a user. */
+function richPod(): PodDoc {
+  return basicPod(
+    {
+      'secret-agent.io/secret-token': 'aws:prod/token',
+      'secret-agent.io/secret-db': 'vault:secret/data/db#password',
+    },
+    {
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/app:1.0',
+          env: [
+            { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::123456789012:role/app' },
+            {
+              name: 'AWS_WEB_IDENTITY_TOKEN_FILE',
+              value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token',
+            },
+          ],
+          volumeMounts: [
+            { name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' },
+          ],
+          ports: [{ name: 'http', containerPort: 8080 }],
+        },
+        { name: 'worker', image: 'registry.example/worker:1.0' },
+      ],
+      initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1.0' }],
+      volumes: [{ name: 'aws-iam-token', projected: { sources: [] } }],
+      securityContext: { runAsUser: 1000, runAsGroup: 2000 },
+    },
+  );
+}
+
+/** richPod with `edit` applied to a copy. */
+function rich(edit: (pod: PodDoc) => void = () => {}): PodDoc {
+  const pod = richPod();
+  edit(pod);
+  return pod;
+}
+
+const app = (pod: PodDoc) =>
+  pod.spec.containers[0]! as { env: { name: string; value: string }[] } & Record<string, unknown>;
+const annotations = (pod: PodDoc) => pod.metadata.annotations!;
+const signalled = (pod: PodDoc) => {
+  annotations(pod)['secret-agent.io/rotation-signal'] = 'SIGHUP';
+  annotations(pod)['secret-agent.io/rotation-signal-process'] = 'app';
+};
+
+/**
+ * Pairs of admissions that differ in exactly one input of the decision, each of which changes the
+ * answer: every field PodShape lists, the namespace, and the webhook's settings.
+ */
+const DECIDING: readonly [string, Admission, Admission][] = [
+  [
+    'an annotation value',
+    { pod: rich() },
+    { pod: rich((p) => (annotations(p)['secret-agent.io/secret-token'] = 'aws:prod/other')) },
+  ],
+  [
+    'an annotation more',
+    { pod: rich() },
+    { pod: rich((p) => (annotations(p)['secret-agent.io/file-mode-token'] = '0440')) },
+  ],
+  [
+    'an annotation less',
+    { pod: rich() },
+    { pod: rich((p) => delete annotations(p)['secret-agent.io/secret-db']) },
+  ],
+  [
+    'the opt-in label (with inject "false")',
+    { pod: rich((p) => (annotations(p)['secret-agent.io/inject'] = 'false')) },
+    {
+      pod: rich((p) => {
+        annotations(p)['secret-agent.io/inject'] = 'false';
+        delete p.metadata.labels!['secret-agent.io/inject'];
+      }),
+    },
+  ],
+  ['the request namespace', { pod: rich() }, { pod: rich(), options: { namespace: 'secret-agent' } }],
+  [
+    "the pod's own namespace (the request has none)",
+    { pod: rich(), options: { namespace: '' } },
+    { pod: rich((p) => (p.metadata.namespace = 'secret-agent')), options: { namespace: '' } },
+  ],
+  [
+    'a container name',
+    { pod: rich((p) => (annotations(p)['secret-agent.io/containers'] = 'app,worker')) },
+    {
+      pod: rich((p) => {
+        annotations(p)['secret-agent.io/containers'] = 'app,worker';
+        p.spec.containers[1]!.name = 'queue';
+      }),
+    },
+  ],
+  [
+    'an env name (SECRETS_DIR)',
+    { pod: rich() },
+    { pod: rich((p) => app(p).env.push({ name: 'SECRETS_DIR', value: '/run/app' })) },
+  ],
+  [
+    'an env value (the inherited role)',
+    { pod: rich() },
+    { pod: rich((p) => (app(p).env[0]!.value = 'arn:aws:iam::123456789012:role/other')) },
+  ],
+  ['an env list, empty or absent', { pod: rich() }, { pod: rich((p) => (p.spec.containers[1]!.env = [])) }],
+  [
+    'a mount path',
+    { pod: rich() },
+    {
+      pod: rich((p) => {
+        const mounts = app(p).volumeMounts as { mountPath: string }[];
+        mounts[0]!.mountPath = '/var/run/secrets/eks.amazonaws.com';
+      }),
+    },
+  ],
+  [
+    'a mount name',
+    { pod: rich() },
+    { pod: rich((p) => ((app(p).volumeMounts as { name: string }[])[0]!.name = 'token')) },
+  ],
+  [
+    'a mount list, empty or absent',
+    { pod: rich() },
+    { pod: rich((p) => (p.spec.containers[1]!.volumeMounts = [])) },
+  ],
+  [
+    'a container port',
+    { pod: rich() },
+    { pod: rich((p) => ((app(p).ports as { containerPort: number }[])[0]!.containerPort = 8099)) },
+  ],
+  [
+    'a port name',
+    { pod: rich() },
+    { pod: rich((p) => ((app(p).ports as { name: string }[])[0]!.name = 'secret-agent')) },
+  ],
+  [
+    'init containers, none or absent',
+    { pod: rich((p) => (p.spec.initContainers = [])) },
+    { pod: rich((p) => delete p.spec.initContainers) },
+  ],
+  [
+    'a volume name',
+    { pod: rich() },
+    {
+      pod: rich((p) => (p.spec.volumes as { name: string }[]).push({ name: 'secret-agent-secrets' })),
+    },
+  ],
+  [
+    'volumes, none or absent',
+    { pod: rich((p) => (p.spec.volumes = [])) },
+    { pod: rich((p) => delete p.spec.volumes) },
+  ],
+  [
+    'shareProcessNamespace',
+    { pod: rich(signalled) },
+    {
+      pod: rich((p) => {
+        signalled(p);
+        p.spec.shareProcessNamespace = true;
+      }),
+    },
+  ],
+  [
+    'restartPolicy',
+    { pod: rich(), env: { NATIVE_SIDECARS: 'false' } },
+    { pod: rich((p) => (p.spec.restartPolicy = 'Never')), env: { NATIVE_SIDECARS: 'false' } },
+  ],
+  [
+    'automountServiceAccountToken',
+    { pod: rich() },
+    { pod: rich((p) => (p.spec.automountServiceAccountToken = false)) },
+  ],
+  [
+    'runAsUser',
+    { pod: rich() },
+    { pod: rich((p) => ((p.spec.securityContext as { runAsUser: number }).runAsUser = 1001)) },
+  ],
+  [
+    'runAsGroup',
+    { pod: rich() },
+    { pod: rich((p) => ((p.spec.securityContext as { runAsGroup: number }).runAsGroup = 2001)) },
+  ],
+  ['NATIVE_SIDECARS', { pod: rich() }, { pod: rich(), env: { NATIVE_SIDECARS: 'false' } }],
+  ['AGENT_IMAGE', { pod: rich() }, { pod: rich(), env: { AGENT_IMAGE: 'registry.example/agent:2.0' } }],
+  ['AGENT_VAULT_ROLE', { pod: rich() }, { pod: rich(), env: { AGENT_VAULT_ROLE: 'other' } }],
+  ['AGENT_MEMORY_LIMIT', { pod: rich() }, { pod: rich(), env: { AGENT_MEMORY_LIMIT: '256Mi' } }],
+];
+
+/** Pairs that differ only in what admission never reads: the second is answered from the cache. */
+const IGNORED: readonly [string, Admission, Admission][] = [
+  ['the uid', { pod: rich() }, { pod: rich(), options: { uid: 'c9a0e0d2-4c55-4b8e-8f5e-0b6f4d1f2a33' } }],
+  [
+    'the name (a StatefulSet)',
+    { pod: rich((p) => (p.metadata.name = 'db-0')) },
+    { pod: rich((p) => (p.metadata.name = 'db-1')) },
+  ],
+  [
+    'name and generateName (a Deployment)',
+    { pod: rich() },
+    {
+      pod: rich((p) => {
+        delete p.metadata.name;
+        (p.metadata as Record<string, unknown>).generateName = 'web-7d4b9c-';
+      }),
+    },
+  ],
+  [
+    'another label',
+    { pod: rich() },
+    { pod: rich((p) => (p.metadata.labels!['statefulset.kubernetes.io/pod-name'] = 'db-1')) },
+  ],
+  [
+    'another annotation',
+    { pod: rich() },
+    { pod: rich((p) => (annotations(p)['kubectl.kubernetes.io/restartedAt'] = '2026-11-20T09:12:44Z')) },
+  ],
+  ['a container image', { pod: rich() }, { pod: rich((p) => (app(p).image = 'registry.example/app:2.0')) }],
+  [
+    'container resources and probes',
+    { pod: rich() },
+    {
+      pod: rich((p) => {
+        app(p).resources = { limits: { memory: '1Gi' } };
+        app(p).readinessProbe = { httpGet: { path: '/ready', port: 8080 } };
+      }),
+    },
+  ],
+  [
+    'what a volume holds',
+    { pod: rich() },
+    { pod: rich((p) => ((p.spec.volumes as Record<string, unknown>[])[0]!.projected = { sources: [{}] })) },
+  ],
+  [
+    'tolerations, fsGroup, the service account',
+    { pod: rich() },
+    {
+      pod: rich((p) => {
+        p.spec.tolerations = [{ key: 'spot', operator: 'Exists' }];
+        (p.spec.securityContext as Record<string, unknown>).fsGroup = 3000;
+        p.spec.serviceAccountName = 'web';
+      }),
+    },
+  ],
+];
+
+describe('the admission cache', () => {
+  it('answers a replica with the decision made for the first, under its own uid and name', () => {
+    const cache = new AdmissionCache(8);
+    const first = { pod: rich() };
+    const second = {
+      pod: rich((p) => (p.metadata.name = 'web-7d4b9c-zz9q1')),
+      options: { uid: '0b9d1e5c-5f0a-4a43-9a51-3c1f2f0d7e10' },
+    };
+    const a = cached(cache, first);
+    const b = cached(cache, second);
+    assert.equal(a.lookup, 'miss');
+    assert.equal(b.lookup, 'hit');
+    assert.equal(b.result.outcome, 'injected');
+    assert.deepEqual(visible(b.result), visible(uncached(second)));
+    assert.equal(b.result.review.response.uid, '0b9d1e5c-5f0a-4a43-9a51-3c1f2f0d7e10');
+    assert.equal(b.result.log.pod, 'web-7d4b9c-zz9q1');
+    assert.equal(a.result.review.response.patch, b.result.review.response.patch);
+  });
+
+  it('gives two pods that differ in any input of the decision each its own answer', () => {
+    // One cache for every case as well: an entry made for one input must never answer another.
+    const shared = new AdmissionCache(256);
+    for (const [name, a, b] of DECIDING) {
+      const own = new AdmissionCache(8);
+      assert.equal(cached(own, a).lookup, 'miss', name);
+      assert.equal(cached(own, b).lookup, 'miss', `${name}: the second pod was answered from the cache`);
+      const [ra, rb] = [cached(shared, a), cached(shared, b)];
+      assert.deepEqual(visible(ra.result), visible(uncached(a)), `${name}: first`);
+      assert.deepEqual(visible(rb.result), visible(uncached(b)), `${name}: second`);
+      const [ta, tb] = [ra, rb].map((r) => JSON.stringify(r.result.review.response));
+      assert.notEqual(ta, tb, `${name}: the case does not change the answer`);
+    }
+    // Again, in reverse: now every admission is a hit, and each still gets its own answer.
+    for (const [name, a, b] of [...DECIDING].reverse())
+      for (const x of [b, a]) {
+        const r = cached(shared, x);
+        assert.equal(r.lookup, 'hit', name);
+        assert.deepEqual(visible(r.result), visible(uncached(x)), name);
+      }
+  });
+
+  it('answers pods that differ only in what admission never reads from the cache', () => {
+    const cache = new AdmissionCache(256);
+    for (const [name, a, b] of IGNORED) {
+      const ra = cached(cache, a);
+      const rb = cached(cache, b);
+      assert.equal(rb.lookup, 'hit', name);
+      assert.deepEqual(visible(ra.result), visible(uncached(a)), `${name}: first`);
+      assert.deepEqual(visible(rb.result), visible(uncached(b)), `${name}: second`);
+    }
+  });
+
+  it('keeps refusals and skips too, each answer under its own uid', () => {
+    const cache = new AdmissionCache(8);
+    const refused = { pod: basicPod({ 'secret-agent.io/secret-x': 'not a reference' }) };
+    const skipped = { pod: rich((p) => (annotations(p)['secret-agent.io/inject'] = 'false')) };
+    for (const a of [refused, skipped]) {
+      assert.equal(cached(cache, a).lookup, 'miss');
+      const again = { ...a, options: { uid: 'f1e2d3c4-b5a6-4798-8a7b-6c5d4e3f2a1b' } };
+      const r = cached(cache, again);
+      assert.equal(r.lookup, 'hit');
+      assert.deepEqual(visible(r.result), visible(uncached(again)));
+    }
+    assert.equal(cached(cache, refused).result.outcome, 'denied');
+    assert.equal(cached(cache, skipped).result.outcome, 'skipped');
+  });
+
+  it('drops the least recently used decision beyond its size', () => {
+    const cache = new AdmissionCache(2);
+    const pod = (ref: string) => ({ pod: basicPod({ 'secret-agent.io/secret-x': `aws:${ref}` }) });
+    const lookups = ['a', 'b', 'a', 'c', 'b', 'a', 'c'].map((ref) => cached(cache, pod(ref)).lookup);
+    // c evicts b (a was used after it); b evicts a; a evicts c.
+    assert.deepEqual(lookups, ['miss', 'miss', 'hit', 'miss', 'miss', 'miss', 'miss']);
+    assert.equal(cache.size, 2);
+  });
+
+  it('is off at size 0, and asks nothing for what is not a Pod CREATE', () => {
+    const off = new AdmissionCache(0);
+    const r = cached(off, { pod: rich() });
+    assert.equal(r.lookup, undefined);
+    assert.deepEqual(visible(r.result), visible(uncached({ pod: rich() })));
+    assert.equal(off.size, 0);
+    const on = new AdmissionCache(8);
+    assert.equal(cached(on, { pod: rich(), options: { operation: 'UPDATE' } }).lookup, undefined);
+    assert.equal(on.size, 0);
+  });
+
+  it('does not keep an answer over 64 KiB', () => {
+    const cache = new AdmissionCache(8);
+    const big = {
+      pod: basicPod({
+        'secret-agent.io/secret-x': 'aws:prod/x',
+        'secret-agent.io/template-x': `{{password}}${'.'.repeat(MAX_CACHED_CHARS)}`,
+      }),
+    };
+    for (let i = 0; i < 2; i++) {
+      const r = cached(cache, big);
+      assert.equal(r.lookup, 'miss');
+      assert.equal(r.result.outcome, 'injected');
+    }
+    assert.equal(cache.size, 0);
+  });
+
+  it('shares nothing a caller could change: a cached decision is frozen', () => {
+    const cache = new AdmissionCache(8);
+    const a = { pod: rich((p) => (annotations(p)['secret-agent.io/file-mode-token'] = '0444')) };
+    cached(cache, a);
+    const hit = cached(cache, a).result;
+    assert.ok(hit.review.response.warnings?.length);
+    assert.throws(() => (hit.review.response.warnings as string[]).push('changed'), TypeError);
+    assert.deepEqual(visible(cached(cache, a).result), visible(uncached(a)));
+  });
+});
+
+/** Edits of a generated pod: of every input of the decision, and of fields it never reads. */
+type Edit = (pod: Record<string, unknown>, options: ReviewOptions) => void;
+
+const containerEdit = (edit: (c: Record<string, unknown>) => void) =>
+  fc.nat().map((i): Edit => (pod) => {
+    const all = [
+      ...((pod.spec as PodDoc['spec']).containers ?? []),
+      ...((pod.spec as PodDoc['spec']).initContainers ?? []),
+    ];
+    edit(all[i % all.length]!);
+  });
+
+const edits: fc.Arbitrary<Edit> = fc.oneof(
+  fc
+    .tuple(
+      fc.constantFrom(
+        'secret-agent.io/secret-db',
+        'secret-agent.io/secret-token',
+        'secret-agent.io/mode',
+        'secret-agent.io/format-db',
+        'secret-agent.io/path-db',
+        'secret-agent.io/file-mode',
+        'secret-agent.io/mount-path',
+        'secret-agent.io/containers',
+        'secret-agent.io/inject',
+        'secret-agent.io/exit-with-process',
+        'secret-agent.io/rotation-signal',
+        'example.com/other',
+      ),
+      fc.option(
+        fc.constantFrom(
+          'aws:prod/db',
+          'vault:secret/data/db#password',
+          'true',
+          'false',
+          'init',
+          'sidecar',
+          'json',
+          'split',
+          '0440',
+          '0444',
+          '/etc/secrets',
+          '/data',
+          'app',
+          'app,worker',
+          'SIGHUP',
+          'db/password',
+        ),
+        { nil: undefined },
+      ),
+    )
+    .map(([key, value]): Edit => (pod) => {
+      const meta = pod.metadata as { annotations: Record<string, string> };
+      if (value === undefined) Reflect.deleteProperty(meta.annotations, key);
+      else meta.annotations[key] = value;
+    }),
+  fc.constantFrom(undefined, 'true', 'false').map((value): Edit => (pod) => {
+    const labels = (pod.metadata as { labels: Record<string, string> }).labels;
+    if (value === undefined) delete labels['secret-agent.io/inject'];
+    else labels['secret-agent.io/inject'] = value;
+  }),
+  fc.constantFrom('apps', 'secret-agent', '', 'other').map(
+    (ns): Edit =>
+      (_pod, options) =>
+        (options.namespace = ns),
+  ),
+  fc.constantFrom(undefined, 'apps', 'secret-agent').map(
+    (ns): Edit =>
+      (pod) =>
+        ((pod.metadata as Record<string, unknown>).namespace = ns),
+  ),
+  containerEdit((c) => (c.name = c.name === 'app' ? 'worker' : 'app')),
+  fc
+    .tuple(
+      fc.constantFrom('SECRETS_DIR', 'AWS_ROLE_ARN', 'AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_REGION', 'OTHER'),
+      fc.constantFrom('arn:aws:iam::1:role/a', 'arn:aws:iam::1:role/b', '/var/run/token/t', 'eu-west-2'),
+      fc.nat(),
+    )
+    .chain(([name, value, i]) =>
+      containerEdit((c) => {
+        const env = ((c.env as unknown[] | undefined) ?? []).slice();
+        if (i % 3 === 0) c.env = env.slice(1);
+        else c.env = [...env, { name, value }];
+      }),
+    ),
+  containerEdit((c) => (c.env = c.env === undefined ? [] : undefined)),
+  fc
+    .tuple(
+      fc.constantFrom('data', 'token', 'secret-agent-secrets'),
+      fc.constantFrom('/data', '/etc/secrets', '/var/run/token'),
+    )
+    .chain(([name, mountPath]) =>
+      containerEdit(
+        (c) => (c.volumeMounts = [...((c.volumeMounts as unknown[]) ?? []), { name, mountPath }]),
+      ),
+    ),
+  fc
+    .tuple(fc.constantFrom('http', 'secret-agent'), fc.constantFrom(8080, 8099, 8199))
+    .chain(([name, containerPort]) =>
+      containerEdit((c) => (c.ports = [...((c.ports as unknown[]) ?? []), { name, containerPort }])),
+    ),
+  containerEdit((c) => (c.image = 'registry.example/app:2.0')),
+  fc.constantFrom('initContainers', 'volumes').map((field): Edit => (pod) => {
+    const spec = pod.spec as Record<string, unknown>;
+    spec[field] = spec[field] === undefined ? [] : undefined;
+  }),
+  fc.constantFrom('data', 'secret-agent-secrets', 'secret-agent-secrets-1').map((name): Edit => (pod) => {
+    const spec = pod.spec as { volumes?: unknown[] };
+    spec.volumes = [...(spec.volumes ?? []), { name, emptyDir: {} }];
+  }),
+  fc
+    .tuple(
+      fc.constantFrom('shareProcessNamespace', 'restartPolicy', 'automountServiceAccountToken'),
+      fc.constantFrom(undefined, true, false, 'Never', 'OnFailure', 'Always'),
+    )
+    .map(
+      ([field, value]): Edit =>
+        (pod) =>
+          ((pod.spec as Record<string, unknown>)[field] = value),
+    ),
+  fc
+    .tuple(fc.constantFrom('runAsUser', 'runAsGroup', 'fsGroup'), fc.constantFrom(0, 1000, 1001))
+    .map(([field, value]): Edit => (pod) => {
+      const spec = pod.spec as { securityContext?: Record<string, unknown> };
+      spec.securityContext = { ...spec.securityContext, [field]: value };
+    }),
+  fc.constantFrom('db-0', 'db-1').map(
+    (name): Edit =>
+      (pod) =>
+        ((pod.metadata as Record<string, unknown>).name = name),
+  ),
+  fc.uuid().map(
+    (uid): Edit =>
+      (_pod, options) =>
+        (options.uid = uid),
+  ),
+);
+
+describe('the admission cache, property', () => {
+  it('answers every generated pod and its near twins exactly as admission without a cache does', () => {
+    // Shared by every run: small, so entries are evicted and made again, and twins meet each other's.
+    const cache = new AdmissionCache(8);
+    let hits = 0;
+    fc.assert(
+      fc.property(
+        admissionReview,
+        fc.array(fc.array(edits, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 5 }),
+        fc.boolean(),
+        (generated, twins, classic) => {
+          const sent = JSON.parse(generated.body) as { request: { object: Record<string, unknown> } };
+          const base = sent.request.object;
+          const env: Record<string, string> = classic ? { NATIVE_SIDECARS: 'false' } : {};
+          const admissions: Admission[] = [{ pod: base, env }];
+          for (const twin of twins) {
+            const pod = structuredClone(base);
+            const options: ReviewOptions = {};
+            for (const edit of twin) edit(pod, options);
+            admissions.push({ pod, options, env });
+          }
+          // Each one twice: the second time is a hit unless a twin in between evicted it.
+          for (const a of [...admissions, ...admissions]) {
+            const r = cached(cache, a);
+            if (r.lookup === 'hit') hits++;
+            assert.deepEqual(visible(r.result), visible(uncached(a)));
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+    assert.ok(hits > 100, `only ${hits} hits: the property hardly reached the cache`);
+  });
+});
