@@ -92,7 +92,7 @@ async function route(
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
     const body = await readBody(req, MAX_BODY_BYTES);
     const request = decodeAdmissionReview(body);
-    const { result, lookup } = options.cache.admit(request, options.defaults);
+    const { result, text, lookup } = options.cache.admit(request, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     // One line per decision, so "why was my pod (not) injected" is answered from the log alone.
     // result.log holds names only: annotation values never reach a log.
@@ -105,7 +105,7 @@ async function route(
       },
       DECISION_MESSAGES[result.outcome],
     );
-    send(res, 200, result.review);
+    sendJson(res, 200, text);
     finish(result.outcome);
   } catch (e) {
     if (e instanceof BadReviewError || e instanceof HttpError) {
@@ -151,7 +151,10 @@ function readBody(req: IncomingMessage, limit: number): Promise<string> {
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
+  sendJson(res, status, JSON.stringify(body));
+}
+
+function sendJson(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

@@ -43,8 +43,11 @@ function uncached(a: Admission): AdmissionResult {
   return admitPod({ ...decodeAdmissionReview(text), pod: raw as PodShape }, defaultsFor(a.env));
 }
 
+/** The cache's answer; its text must be the answer's JSON, byte for byte, every time. */
 function cached(cache: AdmissionCache, a: Admission) {
-  return cache.admit(decodeAdmissionReview(body(a)), defaultsFor(a.env));
+  const r = cache.admit(decodeAdmissionReview(body(a)), defaultsFor(a.env));
+  assert.equal(r.text, JSON.stringify(r.result.review));
+  return r;
 }
 
 /** What the API server and the log get. */

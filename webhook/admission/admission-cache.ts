@@ -8,13 +8,27 @@ import {
   type AdmissionInput,
   type AdmissionResult,
 } from './admit-pod.ts';
-import type { AdmissionRequest } from './review.ts';
+import { reviewText, type AdmissionRequest } from './review.ts';
 
-/** A decision whose answer is longer than this is not kept, so the cache holds at most size × 64 KiB. */
+/** A decision whose answer is longer than this is not kept, so the cache holds about size × 64 KiB at most. */
 export const MAX_CACHED_CHARS = 64 * 1024;
 
 /** The `result` label of the cache's lookup counter. */
 export type CacheLookup = 'hit' | 'miss';
+
+interface Entry {
+  readonly decision: AdmissionDecision;
+  /** JSON.stringify(decision.fields), made once. */
+  readonly fieldsJson: string;
+}
+
+export interface CachedAdmission {
+  readonly result: AdmissionResult;
+  /** result.review as JSON text, to send. */
+  readonly text: string;
+  /** Undefined when the cache was not asked (off, or not a Pod CREATE). */
+  readonly lookup?: CacheLookup;
+}
 
 /**
  * Admission decisions, least recently used evicted first, keyed by a SHA-256 of exactly what decides
@@ -30,7 +44,7 @@ export type CacheLookup = 'hit' | 'miss';
 export class AdmissionCache {
   readonly #capacity: number;
   /** Map keeps insertion order: the first key is the least recently used. */
-  readonly #entries = new Map<string, AdmissionDecision>();
+  readonly #entries = new Map<string, Entry>();
   readonly #defaultsText = new WeakMap<InjectionDefaults, string>();
 
   /** `capacity` decisions at most (ADMISSION_CACHE_SIZE); 0 turns the cache off. */
@@ -42,27 +56,34 @@ export class AdmissionCache {
     return this.#entries.size;
   }
 
-  /** admitPod's answer; `lookup` is undefined when the cache was not asked (off, or not a Pod CREATE). */
-  admit(
-    request: AdmissionRequest,
-    defaults: InjectionDefaults,
-  ): { readonly result: AdmissionResult; readonly lookup?: CacheLookup } {
-    if (this.#capacity <= 0 || request.pod === undefined) return { result: admitPod(request, defaults) };
+  /** admitPod's answer, and its JSON text. */
+  admit(request: AdmissionRequest, defaults: InjectionDefaults): CachedAdmission {
+    if (this.#capacity <= 0 || request.pod === undefined) {
+      const result = admitPod(request, defaults);
+      return { result, text: JSON.stringify(result.review) };
+    }
     const input: AdmissionInput = { namespace: request.namespace, pod: request.pod };
     const key = this.#key(input, defaults);
-    const cached = this.#entries.get(key);
-    if (cached) {
+    let entry = this.#entries.get(key);
+    let lookup: CacheLookup = 'hit';
+    if (entry) {
       this.#entries.delete(key);
-      this.#entries.set(key, cached);
-      return { result: answer(request, cached), lookup: 'hit' };
+      this.#entries.set(key, entry);
+    } else {
+      lookup = 'miss';
+      const decision = decideAdmission(input, defaults);
+      entry = { decision, fieldsJson: JSON.stringify(decision.fields) };
+      if (entry.fieldsJson.length <= MAX_CACHED_CHARS) {
+        // Answers share it from now on: frozen, so no caller can change what the next replica gets.
+        this.#entries.set(key, deepFreeze(entry));
+        if (this.#entries.size > this.#capacity) this.#entries.delete(this.#entries.keys().next().value!);
+      }
     }
-    const decision = decideAdmission(input, defaults);
-    if (answerChars(decision) <= MAX_CACHED_CHARS) {
-      // Answers share it from now on: frozen, so no caller can change what the next replica gets.
-      this.#entries.set(key, deepFreeze(decision));
-      if (this.#entries.size > this.#capacity) this.#entries.delete(this.#entries.keys().next().value!);
-    }
-    return { result: answer(request, decision), lookup: 'miss' };
+    return {
+      result: answer(request, entry.decision),
+      text: reviewText(request, entry.fieldsJson),
+      lookup,
+    };
   }
 
   #key(input: AdmissionInput, defaults: InjectionDefaults): string {
@@ -71,14 +92,6 @@ export class AdmissionCache {
     // One JSON array: no two different inputs serialize to the same text.
     return hash('sha256', JSON.stringify([settings, input.namespace, input.pod]), 'base64');
   }
-}
-
-/** About what an entry holds: its patch, refusal and warnings (the rest is small or a part of them). */
-function answerChars(decision: AdmissionDecision): number {
-  const { patch, status, warnings } = decision.fields;
-  return (
-    (patch?.length ?? 0) + (status?.message.length ?? 0) + (warnings ?? []).reduce((n, w) => n + w.length, 0)
-  );
 }
 
 function deepFreeze<T>(value: T): T {
