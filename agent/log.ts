@@ -1,4 +1,4 @@
-import { destination, pino, stdTimeFunctions, type Logger as PinoLogger } from 'pino';
+import { destination, pino, stdTimeFunctions, type DestinationStream, type Logger as PinoLogger } from 'pino';
 import type { LogLevel } from './contract/env.ts';
 
 export type Logger = PinoLogger;
@@ -29,7 +29,11 @@ const REDACT = [
  * still in flight, so the last lines came out of order, and a line whose write met a full pipe was
  * dropped (its retry timer never runs after exit). A sync write on a full pipe waits for the reader.
  */
-export function createLogger(level: LogLevel, base: Record<string, string | undefined> = {}): Logger {
+export function createLogger(
+  level: LogLevel,
+  base: Record<string, string | undefined> = {},
+  stream: DestinationStream = destination({ fd: 1, sync: true }),
+): Logger {
   return pino(
     {
       level,
@@ -38,6 +42,6 @@ export function createLogger(level: LogLevel, base: Record<string, string | unde
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: REDACT, censor: '[redacted]' },
     },
-    destination({ fd: 1, sync: true }),
+    stream,
   );
 }

@@ -94,8 +94,10 @@ async function route(
     const request = decodeAdmissionReview(body);
     const { result, text, lookup } = options.cache.admit(request, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
-    // One line per decision, so "why was my pod (not) injected" is answered from the log alone.
-    // result.log holds names only: annotation values never reach a log.
+    sendJson(res, 200, text);
+    // One line per decision, so "why was my pod (not) injected" is answered from the log alone;
+    // after the answer, which need not wait for it. result.log holds names only: annotation values
+    // never reach a log.
     options.log.info(
       {
         uid: request.uid,
@@ -105,7 +107,6 @@ async function route(
       },
       DECISION_MESSAGES[result.outcome],
     );
-    sendJson(res, 200, text);
     finish(result.outcome);
   } catch (e) {
     if (e instanceof BadReviewError || e instanceof HttpError) {

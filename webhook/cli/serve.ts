@@ -3,6 +3,7 @@ import { createLogger } from '../../agent/log.ts';
 import { parseWebhookConfig } from '../config.ts';
 import { inClusterApiOptions } from '../kubernetes-api.ts';
 import { startWebhook } from '../start.ts';
+import { TurnWriter } from '../turn-writer.ts';
 
 /**
  * The program without arguments: the webhook server, configured by env (and WEBHOOK_CONFIG_FILE),
@@ -16,7 +17,8 @@ export async function serve(): Promise<void> {
     if (e instanceof ConfigErrors) invalidConfiguration(e);
     throw e;
   }
-  const log = createLogger(config.logLevel, { component: 'webhook' });
+  // Admissions log a line each: written once per event-loop turn, not once per line.
+  const log = createLogger(config.logLevel, { component: 'webhook' }, new TurnWriter(1));
   let webhook;
   try {
     webhook = await startWebhook(config, {
