@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
-import { BadReviewError, decodeAdmissionReview } from './admission/review.ts';
+import { BadReviewError } from './admission/review.ts';
 import type { InjectionDefaults } from './config.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
 
@@ -91,8 +91,7 @@ async function route(
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
     const body = await readBody(req, MAX_BODY_BYTES);
-    const request = decodeAdmissionReview(body);
-    const { result, text, lookup } = options.cache.admit(request, options.defaults);
+    const { request, result, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     sendJson(res, 200, text);
     // One line per decision, so "why was my pod (not) injected" is answered from the log alone;

@@ -584,3 +584,157 @@ describe('the admission cache, property', () => {
     assert.ok(hits > 100, `only ${hits} hits: the property hardly reached the cache`);
   });
 });
+
+/** decodeAdmissionReview and admitPod over the body as sent: the answer admitBody must give, or its error. */
+function uncachedBody(text: string, env: Record<string, string> = {}) {
+  const request = decodeAdmissionReview(text);
+  const raw = (JSON.parse(text) as { request: { object: unknown } }).request.object;
+  const result = admitPod(request.pod ? { ...request, pod: raw as PodShape } : request, defaultsFor(env));
+  return { uid: request.uid, namespace: request.namespace, dryRun: request.dryRun, ...visible(result) };
+}
+
+/** admitBody's answer, checked against the body decoded in full (errors included). */
+function admittedBody(cache: AdmissionCache, text: string, env: Record<string, string> = {}) {
+  let expected: ReturnType<typeof uncachedBody> | Error;
+  try {
+    expected = uncachedBody(text, env);
+  } catch (e) {
+    expected = e as Error;
+  }
+  if (expected instanceof Error) {
+    assert.throws(() => cache.admitBody(text, defaultsFor(env)), { message: expected.message });
+    return undefined;
+  }
+  const r = cache.admitBody(text, defaultsFor(env));
+  const { uid, namespace, dryRun } = r.request;
+  assert.deepEqual({ uid, namespace, dryRun, ...visible(r.result) }, expected);
+  assert.equal(r.text, JSON.stringify(r.result.review));
+  return r;
+}
+
+/** The body with the value of its n-th `"uid":"…"` replaced (n counts from 0). */
+function withUid(text: string, uid: string, n = 0): string {
+  let at = -1;
+  for (let i = 0; i <= n; i++) {
+    at = text.indexOf('"uid":"', at + 1);
+    if (at < 0) return text;
+  }
+  const start = at + '"uid":"'.length;
+  return text.slice(0, start) + uid + text.slice(text.indexOf('"', start));
+}
+
+const uidN = (i: number) => `0f8fad5b-d9cb-469f-a165-70867728${String(i).padStart(4, '0')}`;
+
+describe('the admission cache, answering a body without parsing it', () => {
+  it('answers bodies that differ in their uid alone without JSON.parse, once two decodes agreed', () => {
+    const cache = new AdmissionCache(8);
+    const text = body({ pod: rich() });
+    const unparsed: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      assert.equal(admittedBody(cache, withUid(text, uidN(i)))!.request.uid, uidN(i));
+      unparsed.push(cache.unparsed);
+    }
+    assert.deepEqual(unparsed, [0, 0, 1, 2, 3]);
+    // A body the cache has not seen the shape of is decoded, like any other.
+    admittedBody(cache, withUid(body({ pod: rich((p) => (p.metadata.name = 'other')) }), uidN(9)));
+    assert.equal(cache.unparsed, 3);
+  });
+
+  it('decodes every body whose first "uid" is not request.uid, or not plain text', () => {
+    const reviewText = (request: string) =>
+      `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":${request}}`;
+    const object = JSON.stringify(rich((p) => ((p.metadata as Record<string, unknown>).uid = 'M')));
+    const rest = `"kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"apps","operation":"CREATE"`;
+    const shapes: [string, (uid: string) => string][] = [
+      [
+        'the object (its metadata.uid) first',
+        (uid) => reviewText(`{"object":${object},"uid":"${uid}",${rest}}`),
+      ],
+      [
+        'request.uid twice, the last one wins',
+        (uid) => reviewText(`{"uid":"${uid}",${rest},"uid":"U","object":${object}}`),
+      ],
+      [
+        'request.uid twice, alike',
+        (uid) => reviewText(`{"uid":"${uid}",${rest},"uid":"${uidN(1)}","object":${object}}`),
+      ],
+      ['a uid with an escape', (uid) => reviewText(`{"uid":"${uid}\\u0041",${rest},"object":${object}}`)],
+      [
+        'a uid over 128 characters',
+        (uid) => reviewText(`{"uid":"${uid.repeat(4)}",${rest},"object":${object}}`),
+      ],
+      ['an empty uid', () => reviewText(`{"uid":"",${rest},"object":${object}}`)],
+    ];
+    for (const [name, shape] of shapes) {
+      const cache = new AdmissionCache(8);
+      for (let i = 0; i < 4; i++) admittedBody(cache, shape(uidN(i % 2 === 0 ? 1 : i)));
+      assert.equal(cache.unparsed, 0, name);
+    }
+  });
+
+  it('keeps a shape per set of settings', () => {
+    const cache = new AdmissionCache(8);
+    const text = body({ pod: rich() });
+    for (let i = 0; i < 3; i++) admittedBody(cache, withUid(text, uidN(i)));
+    const classic = { NATIVE_SIDECARS: 'false' };
+    const r = admittedBody(cache, withUid(text, uidN(3)), classic)!;
+    assert.equal(r.lookup, 'miss');
+    assert.equal(cache.unparsed, 1);
+  });
+});
+
+describe('the admission cache, answering bodies, property', () => {
+  it('answers generated bodies, their uids changed anywhere and their keys reordered, as a full decode does', () => {
+    const cache = new AdmissionCache(8);
+    const reordered = (text: string, objectFirst: boolean, extraUids: number) => {
+      const doc = JSON.parse(text) as {
+        request: Record<string, unknown> & { object: Record<string, unknown> };
+      };
+      const { object, ...rest } = doc.request;
+      const metadata = (object.metadata ?? {}) as Record<string, unknown>;
+      const pod = {
+        ...object,
+        metadata: {
+          ...(extraUids > 0 ? { uid: 'a1b2' } : {}),
+          ...metadata,
+          ...(extraUids > 1
+            ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web', uid: 'c3d4' }] }
+            : {}),
+        },
+      };
+      const request = objectFirst ? { object: pod, ...rest } : { ...rest, object: pod };
+      return JSON.stringify({ ...doc, request });
+    };
+    let unparsed = 0;
+    fc.assert(
+      fc.property(
+        admissionReview,
+        fc.boolean(),
+        fc.nat({ max: 2 }),
+        fc.array(fc.tuple(fc.nat({ max: 3 }), fc.nat({ max: 3 }), fc.constantFrom('', 'x', '"', '\\\\')), {
+          minLength: 1,
+          maxLength: 8,
+        }),
+        (generated, objectFirst, extraUids, sends) => {
+          const text = reordered(generated.body, objectFirst, extraUids);
+          for (const [which, n, odd] of sends) {
+            // Mostly another uid where request.uid is; sometimes at another "uid", or not plain text.
+            const sent = withUid(text, `${uidN(which)}${odd}`, n % 2 === 0 ? 0 : n);
+            try {
+              JSON.parse(sent);
+            } catch {
+              continue;
+            }
+            admittedBody(cache, sent);
+          }
+          unparsed = cache.unparsed;
+        },
+      ),
+      { numRuns: 200 },
+    );
+    assert.ok(
+      unparsed > 50,
+      `only ${unparsed} bodies answered without parsing: the property hardly reached that`,
+    );
+  });
+});

@@ -8,7 +8,7 @@ import {
   type AdmissionInput,
   type AdmissionResult,
 } from './admit-pod.ts';
-import { reviewText, type AdmissionRequest } from './review.ts';
+import { decodeAdmissionReview, isUid, reviewText, type AdmissionRequest } from './review.ts';
 
 /** A decision whose answer is longer than this is not kept, so the cache holds about size × 64 KiB at most. */
 export const MAX_CACHED_CHARS = 64 * 1024;
@@ -30,6 +30,31 @@ export interface CachedAdmission {
   readonly lookup?: CacheLookup;
 }
 
+/** What the answer and the log line take from a request besides its uid. */
+type Envelope = Pick<AdmissionRequest, 'apiVersion' | 'namespace' | 'dryRun' | 'podName'>;
+
+export interface AdmittedBody extends CachedAdmission {
+  readonly request: Envelope & Pick<AdmissionRequest, 'uid'>;
+}
+
+/** A request body cut at its first `"uid":"`: the text before, the uid's text, the text after. */
+interface UidCut {
+  readonly start: number;
+  readonly end: number;
+  readonly uid: string;
+}
+
+/** Bodies that differ in their uid's text alone: one shape, one decision. */
+interface BodyShape {
+  readonly envelope: Envelope;
+  readonly entryKey: string;
+  readonly firstUid: string;
+  /** Set once a body of the shape with another uid decoded to that uid (see admitBody). */
+  verified: boolean;
+}
+
+const UID_FIELD = '"uid":"';
+
 /**
  * Admission decisions, least recently used evicted first, keyed by a SHA-256 of exactly what decides
  * them: the webhook's InjectionDefaults, the request's namespace and the pod view (PodShape in
@@ -43,9 +68,11 @@ export interface CachedAdmission {
  */
 export class AdmissionCache {
   readonly #capacity: number;
-  /** Map keeps insertion order: the first key is the least recently used. */
+  /** Maps keep insertion order: the first key is the least recently used. */
   readonly #entries = new Map<string, Entry>();
-  readonly #defaultsText = new WeakMap<InjectionDefaults, string>();
+  readonly #shapes = new Map<string, BodyShape>();
+  readonly #settings = new WeakMap<InjectionDefaults, string>();
+  #unparsed = 0;
 
   /** `capacity` decisions at most (ADMISSION_CACHE_SIZE); 0 turns the cache off. */
   constructor(capacity: number) {
@@ -56,42 +83,147 @@ export class AdmissionCache {
     return this.#entries.size;
   }
 
+  /** Admissions answered from a body's shape, without decoding the body. */
+  get unparsed(): number {
+    return this.#unparsed;
+  }
+
+  /**
+   * A request body's answer, as decodeAdmissionReview and admit would give it (BadReviewError
+   * included); a body that differs from known ones in its uid alone is answered without parsing it.
+   *
+   * A body is cut at its first `"uid":"`. The first body of a shape (the text around the cut) is
+   * decoded, and is kept only if its request.uid is the text at the cut. A second body of the shape,
+   * with other text there, is decoded too and must give that text as its request.uid: then the cut is
+   * request.uid's string (were request.uid read from anywhere else, it would not have changed), its
+   * delimiters are real quotes (the one before follows `:`, the one after follows no backslash), and
+   * any plain text there gives the same document but for request.uid. From then on a body of that
+   * shape is answered from the shape's decision, under its own uid, without JSON.parse.
+   */
+  admitBody(body: string, defaults: InjectionDefaults): AdmittedBody {
+    const cut = this.#capacity > 0 ? cutAtUid(body) : undefined;
+    const shapeKey = cut && this.#shapeKey(body, cut, defaults);
+    const shape = shapeKey === undefined ? undefined : this.#shapes.get(shapeKey);
+    const entry = shape?.verified ? this.#entries.get(shape.entryKey) : undefined;
+    if (shape && entry) {
+      touch(this.#shapes, shapeKey!, shape);
+      touch(this.#entries, shape.entryKey, entry);
+      this.#unparsed++;
+      const request = { ...shape.envelope, uid: cut!.uid };
+      return {
+        request,
+        result: answer(request, entry.decision),
+        text: reviewText(request, entry.fieldsJson),
+        lookup: 'hit',
+      };
+    }
+    const request = decodeAdmissionReview(body);
+    const { entryKey, ...admitted } = this.#admit(request, defaults);
+    if (shapeKey !== undefined && entryKey !== undefined && request.uid === cut!.uid)
+      this.#learn(shapeKey, request, entryKey);
+    return { request, ...admitted };
+  }
+
   /** admitPod's answer, and its JSON text. */
   admit(request: AdmissionRequest, defaults: InjectionDefaults): CachedAdmission {
+    const { entryKey: _, ...admitted } = this.#admit(request, defaults);
+    return admitted;
+  }
+
+  #admit(request: AdmissionRequest, defaults: InjectionDefaults): CachedAdmission & { entryKey?: string } {
     if (this.#capacity <= 0 || request.pod === undefined) {
       const result = admitPod(request, defaults);
       return { result, text: JSON.stringify(result.review) };
     }
     const input: AdmissionInput = { namespace: request.namespace, pod: request.pod };
-    const key = this.#key(input, defaults);
+    const key = this.#entryKey(input, defaults);
     let entry = this.#entries.get(key);
     let lookup: CacheLookup = 'hit';
-    if (entry) {
-      this.#entries.delete(key);
-      this.#entries.set(key, entry);
-    } else {
+    let kept = true;
+    if (entry) touch(this.#entries, key, entry);
+    else {
       lookup = 'miss';
       const decision = decideAdmission(input, defaults);
       entry = { decision, fieldsJson: JSON.stringify(decision.fields) };
-      if (entry.fieldsJson.length <= MAX_CACHED_CHARS) {
-        // Answers share it from now on: frozen, so no caller can change what the next replica gets.
-        this.#entries.set(key, deepFreeze(entry));
-        if (this.#entries.size > this.#capacity) this.#entries.delete(this.#entries.keys().next().value!);
-      }
+      kept = entry.fieldsJson.length <= MAX_CACHED_CHARS;
+      // Answers share it from now on: frozen, so no caller can change what the next replica gets.
+      if (kept) this.#keep(this.#entries, key, deepFreeze(entry));
     }
     return {
       result: answer(request, entry.decision),
       text: reviewText(request, entry.fieldsJson),
       lookup,
+      ...(kept ? { entryKey: key } : {}),
     };
   }
 
-  #key(input: AdmissionInput, defaults: InjectionDefaults): string {
-    let settings = this.#defaultsText.get(defaults);
-    if (settings === undefined) this.#defaultsText.set(defaults, (settings = JSON.stringify(defaults)));
-    // One JSON array: no two different inputs serialize to the same text.
-    return hash('sha256', JSON.stringify([settings, input.namespace, input.pod]), 'base64');
+  #learn(shapeKey: string, request: AdmissionRequest, entryKey: string): void {
+    const envelope: Envelope = {
+      apiVersion: request.apiVersion,
+      namespace: request.namespace,
+      dryRun: request.dryRun,
+      ...(request.podName === undefined ? {} : { podName: request.podName }),
+    };
+    const shape = this.#shapes.get(shapeKey);
+    if (
+      shape !== undefined &&
+      shape.entryKey === entryKey &&
+      JSON.stringify(shape.envelope) === JSON.stringify(envelope)
+    ) {
+      if (request.uid !== shape.firstUid) shape.verified = true;
+      touch(this.#shapes, shapeKey, shape);
+      return;
+    }
+    this.#keep(this.#shapes, shapeKey, { envelope, entryKey, firstUid: request.uid, verified: false });
   }
+
+  #keep<T>(map: Map<string, T>, key: string, value: T): void {
+    map.set(key, value);
+    if (map.size > this.#capacity) map.delete(map.keys().next().value!);
+  }
+
+  #settingsOf(defaults: InjectionDefaults): string {
+    let settings = this.#settings.get(defaults);
+    if (settings === undefined)
+      this.#settings.set(defaults, (settings = hash('sha256', JSON.stringify(defaults), 'base64')));
+    return settings;
+  }
+
+  #entryKey(input: AdmissionInput, defaults: InjectionDefaults): string {
+    // One JSON array: no two different inputs serialize to the same text.
+    return hash('sha256', JSON.stringify([this.#settingsOf(defaults), input.namespace, input.pod]), 'base64');
+  }
+
+  #shapeKey(body: string, cut: UidCut, defaults: InjectionDefaults): string {
+    // The settings' hash has a fixed length, and the cut's offset fixes where the text before it ends.
+    const around = `${this.#settingsOf(defaults)}${cut.start}:${body.slice(0, cut.start)}${body.slice(cut.end)}`;
+    return hash('sha256', around, 'base64');
+  }
+}
+
+function cutAtUid(body: string): UidCut | undefined {
+  const at = body.indexOf(UID_FIELD);
+  if (at < 0) return undefined;
+  const start = at + UID_FIELD.length;
+  const end = body.indexOf('"', start);
+  if (end < 0) return undefined;
+  const uid = body.slice(start, end);
+  return isUid(uid) && isPlain(uid) ? { start, end, uid } : undefined;
+}
+
+/** Text a JSON string holds as it is: no quote, no backslash (escape), no control character. */
+function isPlain(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
+}
+
+/** Marks `key` most recently used. */
+function touch<T>(map: Map<string, T>, key: string, value: T): void {
+  map.delete(key);
+  map.set(key, value);
 }
 
 function deepFreeze<T>(value: T): T {

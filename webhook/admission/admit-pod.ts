@@ -72,7 +72,10 @@ export function admitPod(request: AdmissionRequest, defaults: InjectionDefaults)
 }
 
 /** The decision as the answer to `request`: its uid and apiVersion, its pod's name in the log. */
-export function answer(request: AdmissionRequest, decision: AdmissionDecision): AdmissionResult {
+export function answer(
+  request: Pick<AdmissionRequest, 'apiVersion' | 'uid' | 'podName'>,
+  decision: AdmissionDecision,
+): AdmissionResult {
   const { fields, ...rest } = decision;
   const review = reviewResponse(request, fields);
   const log = request.podName === undefined ? decision.log : { pod: request.podName, ...decision.log };

@@ -168,6 +168,11 @@ function podView(pod: Record<string, unknown>): PodShape {
   return { metadata, spec: specView };
 }
 
+/** What decodeAdmissionReview takes for request.uid (the API server's are UUIDs). */
+export function isUid(uid: string): boolean {
+  return uid !== '' && uid.length <= 128;
+}
+
 /** Decodes a request body; throws BadReviewError for anything that is not an AdmissionReview request. */
 export function decodeAdmissionReview(body: string): AdmissionRequest {
   let doc: unknown;
@@ -185,8 +190,7 @@ export function decodeAdmissionReview(body: string): AdmissionRequest {
     throw new BadReviewError('the body is not an admission.k8s.io/v1 AdmissionReview');
   const r = doc.request;
   if (!isObject(r)) throw new BadReviewError('the AdmissionReview has no request');
-  if (typeof r.uid !== 'string' || r.uid === '' || r.uid.length > 128)
-    throw new BadReviewError('request.uid is missing');
+  if (typeof r.uid !== 'string' || !isUid(r.uid)) throw new BadReviewError('request.uid is missing');
   const kind = r.kind;
   if (!isObject(kind) || typeof kind.kind !== 'string' || typeof kind.version !== 'string')
     throw new BadReviewError('request.kind is missing');
@@ -248,12 +252,18 @@ export function denyFields(message: string): ReviewFields {
  * JSON.stringify(reviewResponse(request, fields)), byte for byte, from JSON.stringify(fields): a
  * cached answer's patch (most of its bytes) is serialized once, not once per replica.
  */
-export function reviewText(request: AdmissionRequest, fieldsJson: string): string {
+export function reviewText(
+  request: Pick<AdmissionRequest, 'apiVersion' | 'uid'>,
+  fieldsJson: string,
+): string {
   return `{"apiVersion":${JSON.stringify(request.apiVersion)},"kind":"AdmissionReview","response":{"uid":${JSON.stringify(request.uid)},${fieldsJson.slice(1)}}`;
 }
 
 /** The AdmissionReview that answers `request`. */
-export function reviewResponse(request: AdmissionRequest, fields: ReviewFields): AdmissionReviewResponse {
+export function reviewResponse(
+  request: Pick<AdmissionRequest, 'apiVersion' | 'uid'>,
+  fields: ReviewFields,
+): AdmissionReviewResponse {
   return {
     apiVersion: request.apiVersion,
     kind: 'AdmissionReview',
