@@ -91,22 +91,22 @@ async function route(
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
     const body = await readBody(req, MAX_BODY_BYTES);
-    const { request, result, text, lookup } = options.cache.admitBody(body, options.defaults);
+    const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     sendJson(res, 200, text);
     // One line per decision, so "why was my pod (not) injected" is answered from the log alone;
-    // after the answer, which need not wait for it. result.log holds names only: annotation values
+    // after the answer, which need not wait for it. `log` holds names only: annotation values
     // never reach a log.
     options.log.info(
       {
         uid: request.uid,
         namespace: request.namespace,
         ...(request.dryRun ? { dryRun: true } : {}),
-        ...result.log,
+        ...log,
       },
-      DECISION_MESSAGES[result.outcome],
+      DECISION_MESSAGES[outcome],
     );
-    finish(result.outcome);
+    finish(outcome);
   } catch (e) {
     if (e instanceof BadReviewError || e instanceof HttpError) {
       const status = e instanceof HttpError ? e.status : 400;

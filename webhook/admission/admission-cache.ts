@@ -2,11 +2,10 @@ import { hash } from 'node:crypto';
 import type { InjectionDefaults } from '../config.ts';
 import {
   admitPod,
-  answer,
   decideAdmission,
-  type AdmissionDecision,
   type AdmissionInput,
   type AdmissionResult,
+  type DecisionLog,
 } from './admit-pod.ts';
 import { decodeAdmissionReview, isUid, reviewText, type AdmissionRequest } from './review.ts';
 
@@ -16,15 +15,24 @@ export const MAX_CACHED_CHARS = 64 * 1024;
 /** The `result` label of the cache's lookup counter. */
 export type CacheLookup = 'hit' | 'miss';
 
+/**
+ * A decision as the cache keeps it: what an answer and its log line need, no more (the parsed
+ * request and the patch as objects die young; what lives on is one string and the log fields).
+ */
 interface Entry {
-  readonly decision: AdmissionDecision;
-  /** JSON.stringify(decision.fields), made once. */
+  readonly outcome: AdmissionResult['outcome'];
+  /** The log line's fields, without the pod's name. */
+  readonly log: DecisionLog;
+  /** JSON.stringify of the answer's fields (all but the uid), made once. */
   readonly fieldsJson: string;
 }
 
+/** An admission as the server sends and logs it. */
 export interface CachedAdmission {
-  readonly result: AdmissionResult;
-  /** result.review as JSON text, to send. */
+  readonly outcome: AdmissionResult['outcome'];
+  /** The decision's log fields, the pod's name first: names only, never a value. */
+  readonly log: DecisionLog;
+  /** The AdmissionReview answer, as JSON text: JSON.stringify(admitPod(…).review), byte for byte. */
   readonly text: string;
   /** Undefined when the cache was not asked (off, or not a Pod CREATE). */
   readonly lookup?: CacheLookup;
@@ -110,12 +118,7 @@ export class AdmissionCache {
       touch(this.#entries, shape.entryKey, entry);
       this.#unparsed++;
       const request = { ...shape.envelope, uid: cut!.uid };
-      return {
-        request,
-        result: answer(request, entry.decision),
-        text: reviewText(request, entry.fieldsJson),
-        lookup: 'hit',
-      };
+      return { request, ...answer(request, entry), lookup: 'hit' };
     }
     const request = decodeAdmissionReview(body);
     const { entryKey, ...admitted } = this.#admit(request, defaults);
@@ -124,7 +127,7 @@ export class AdmissionCache {
     return { request, ...admitted };
   }
 
-  /** admitPod's answer, and its JSON text. */
+  /** admitPod's answer: its outcome, log fields and JSON text. */
   admit(request: AdmissionRequest, defaults: InjectionDefaults): CachedAdmission {
     const { entryKey: _, ...admitted } = this.#admit(request, defaults);
     return admitted;
@@ -132,8 +135,8 @@ export class AdmissionCache {
 
   #admit(request: AdmissionRequest, defaults: InjectionDefaults): CachedAdmission & { entryKey?: string } {
     if (this.#capacity <= 0 || request.pod === undefined) {
-      const result = admitPod(request, defaults);
-      return { result, text: JSON.stringify(result.review) };
+      const { outcome, log, review } = admitPod(request, defaults);
+      return { outcome, log, text: JSON.stringify(review) };
     }
     const input: AdmissionInput = { namespace: request.namespace, pod: request.pod };
     const key = this.#entryKey(input, defaults);
@@ -143,18 +146,13 @@ export class AdmissionCache {
     if (entry) touch(this.#entries, key, entry);
     else {
       lookup = 'miss';
-      const decision = decideAdmission(input, defaults);
-      entry = { decision, fieldsJson: JSON.stringify(decision.fields) };
+      const { outcome, log, fields } = decideAdmission(input, defaults);
+      entry = { outcome, log, fieldsJson: JSON.stringify(fields) };
       kept = entry.fieldsJson.length <= MAX_CACHED_CHARS;
-      // Answers share it from now on: frozen, so no caller can change what the next replica gets.
+      // Answers share its log fields from now on: frozen, so no caller can change the next one's.
       if (kept) this.#keep(this.#entries, key, deepFreeze(entry));
     }
-    return {
-      result: answer(request, entry.decision),
-      text: reviewText(request, entry.fieldsJson),
-      lookup,
-      ...(kept ? { entryKey: key } : {}),
-    };
+    return { ...answer(request, entry), lookup, ...(kept ? { entryKey: key } : {}) };
   }
 
   #learn(shapeKey: string, request: AdmissionRequest, entryKey: string): void {
@@ -199,6 +197,18 @@ export class AdmissionCache {
     const around = `${this.#settingsOf(defaults)}${cut.start}:${body.slice(0, cut.start)}${body.slice(cut.end)}`;
     return hash('sha256', around, 'base64');
   }
+}
+
+/** The entry as the answer to `request`: its uid and apiVersion, its pod's name in the log. */
+function answer(
+  request: Pick<AdmissionRequest, 'apiVersion' | 'uid' | 'podName'>,
+  entry: Entry,
+): Omit<CachedAdmission, 'lookup'> {
+  return {
+    outcome: entry.outcome,
+    log: request.podName === undefined ? entry.log : { pod: request.podName, ...entry.log },
+    text: reviewText(request, entry.fieldsJson),
+  };
 }
 
 function cutAtUid(body: string): UidCut | undefined {
