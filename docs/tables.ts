@@ -10,7 +10,7 @@ import { ProviderError, type FailureReason } from '../agent/providers/provider.t
 import { HELPER_ENV } from '../agent/providers/exec.ts';
 import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
-import { METRIC_DOCS } from '../agent/serve/metrics.ts';
+import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
@@ -254,7 +254,7 @@ export const README_TABLES: Record<string, () => string> = {
       ['Metric', 'Type', 'Labels', 'Meaning'],
       METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help]),
     ) +
-    '\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag) prefixed `secret_agent_process_`.',
+    `\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag sampled every ${EVENT_LOOP_SAMPLE_MS} ms) prefixed \`secret_agent_process_\`.`,
   'webhook-metrics': () => metricsTable(createWebhookMetrics().registry),
   annotations: () =>
     table(
