@@ -261,6 +261,45 @@ console.log(`| sets retried (payload removed under the reader: ENOENT) | ${atomi
 console.log(`\n${formatWebhookFigures(webhook)}`);
 console.log(`\n${formatImageFigures(images)}`);
 
+// Issue 12's table, "cost per pod": every row against its floor, measured in this run.
+const replicas = webhook.modes.replicas;
+const costPerPod = [
+  [
+    'init (snapshot), 1 AWS secret / node -e 0',
+    `${ratios.snapshot.awsVsFloor}×`,
+    `≤ ${targets.oneSecretVsFloor}×`,
+  ],
+  [
+    'init (snapshot, REST), 1 GCP secret / node -e 0',
+    `${ratios.snapshot.gcpVsFloor}×`,
+    `≤ ${targets.gcpVsFloor}×`,
+  ],
+  [
+    'init (snapshot), 1 Vault secret / node -e 0',
+    `${ratios.snapshot.vaultVsFloor}×`,
+    `≤ ${targets.vaultVsFloor}×`,
+  ],
+  [
+    `sidecar RSS, 100 AWS secrets, settled start → end over ${sidecar.rss.seconds} s`,
+    `${sidecar.rss.startMiB} → ${sidecar.rss.endMiB} MiB`,
+    `≤ ${targets.sidecarRssMiB} MiB, flat`,
+  ],
+  [
+    'webhook CPU per admission / TLS echo floor (replica pods; distinct pods)',
+    `${replicas.max.cpuPerRequestVsFloor}×; ${webhook.modes.distinct.max.cpuPerRequestVsFloor}×`,
+    '≤ 2×',
+  ],
+  [
+    `webhook p99 at ${webhook.rate} req/s over the floor's p99 (replica pods; distinct pods)`,
+    `${replicas.fixedRate.p99OverFloorMs} ms; ${webhook.modes.distinct.fixedRate.p99OverFloorMs} ms`,
+    '< 2 ms',
+  ],
+  ...images.images.map((i) => [`${i.name} image / runtime base`, `${i.vsBase}× (${i.MiB} MiB)`, '']),
+];
+console.log(`\ncost per pod (issue 12), each against its floor in this run\n`);
+console.log('| figure | value | target |\n| --- | ---: | ---: |');
+for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${value} | ${target} |`);
+
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
