@@ -4,7 +4,7 @@
  * from the plain bundle and from the start-up snapshot (what the image's entrypoint runs), interleaved with:
  *   floor      node -e 0                         (Node's own start-up)
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
- * then the sidecar (bench/sidecar.ts). Figures are medians; ratios are what to compare across
+ * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts). Figures are medians; ratios are what to compare across
  * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
  * and the webhook (bench/webhook.ts), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
@@ -19,6 +19,7 @@ import { startMoto } from '../test/support/moto.ts';
 import { benchAtomicity } from './atomicity.ts';
 import { benchImages, formatImageFigures } from './images.ts';
 import { benchSidecar } from './sidecar.ts';
+import { benchSidecarRss } from './sidecar-rss.ts';
 import { benchWebhook, formatWebhookFigures } from './webhook.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
@@ -174,6 +175,8 @@ await gcp.stop();
 await vault.stop();
 console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
+console.log('sidecar: one secret’s RSS against an idle Node…');
+const sidecarRss = await benchSidecarRss(moto);
 console.log('images: sizes and container cold start…');
 const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
 await moto.stop();
@@ -281,8 +284,13 @@ const costPerPod = [
   ],
   [
     `sidecar RSS, 100 AWS secrets, settled start → end over ${sidecar.rss.seconds} s`,
-    `${sidecar.rss.startMiB} → ${sidecar.rss.endMiB} MiB`,
+    `${sidecar.rss.startMiB} → ${sidecar.rss.endMiB} MiB (${(sidecar.rss.endMiB / sidecarRss.floorMiB).toFixed(2)}× idle node)`,
     `≤ ${targets.sidecarRssMiB} MiB, flat`,
+  ],
+  [
+    `sidecar RSS, 1 AWS secret, median over ${sidecarRss.seconds} s / idle node (${sidecarRss.floorMiB} MiB)`,
+    `${sidecarRss.oneSecretMiB} MiB (${sidecarRss.oneSecretVsFloor}×)`,
+    '≤ 56 MiB',
   ],
   [
     'webhook CPU per admission / TLS echo floor (replica pods; distinct pods)',
@@ -303,5 +311,5 @@ for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${v
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, atomicity, webhook, images, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, atomicity, webhook, images, targets }, null, 2)}\n`,
 );

@@ -1,0 +1,102 @@
+/**
+ * A one-secret sidecar's resident memory against its floor: an idle Node (a timer, nothing loaded)
+ * with the same NODE_OPTIONS the webhook renders, sampled the same way in the same run. Both settle
+ * for a few seconds, then RSS is sampled once a second; the median is the figure.
+ */
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Moto } from '../test/support/moto.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { nodeOptions } from '../webhook/render/agent-env.ts';
+
+const root = new URL('../', import.meta.url).pathname;
+
+export interface SidecarRssFigures {
+  readonly floorMiB: number;
+  readonly oneSecretMiB: number;
+  readonly oneSecretVsFloor: number;
+  readonly seconds: number;
+}
+
+/** Median VmRSS (MiB) of a process, sampled once a second after `settleSeconds`. */
+async function medianRss(
+  argv: string[],
+  env: Record<string, string>,
+  settleSeconds: number,
+  samples: number,
+) {
+  const child = spawn(process.execPath, argv, { env, stdio: 'ignore' });
+  const rss = () =>
+    Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) / 1024;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    await sleep(settleSeconds * 1000);
+    const seen: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      if (child.exitCode !== null)
+        throw new Error(`${argv.join(' ')} exited ${child.exitCode} while measured`);
+      seen.push(rss());
+      await sleep(1000);
+    }
+    return seen.sort((a, b) => a - b)[Math.floor(seen.length / 2)]!;
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
+export async function benchSidecarRss(
+  moto: Moto,
+  settleSeconds = 5,
+  samples = 15,
+): Promise<SidecarRssFigures> {
+  const sm = new SecretsManagerClient({
+    region: 'us-east-1',
+    endpoint: moto.endpoint,
+    credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+  });
+  await sm.send(new CreateSecretCommand({ Name: 'rss/one', SecretString: 'rss-one-v0' }));
+  sm.destroy();
+  const options = nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!);
+  const dir = mkdtempSync('/dev/shm/secret-agent-rss-');
+  try {
+    const floorMiB = await medianRss(
+      ['-e', 'setInterval(() => {}, 1000)'],
+      { PATH: process.env.PATH ?? '', NODE_OPTIONS: options },
+      settleSeconds,
+      samples,
+    );
+    // As the webhook runs a sidecar: the plain bundle (SIDECAR_COMMAND), with its NODE_OPTIONS.
+    const oneSecretMiB = await medianRss(
+      [join(root, 'dist/agent.js')],
+      {
+        PATH: process.env.PATH ?? '',
+        HOME: '/tmp',
+        NODE_OPTIONS: options,
+        AWS_ACCESS_KEY_ID: 'bench',
+        AWS_SECRET_ACCESS_KEY: 'bench',
+        AWS_REGION: 'us-east-1',
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+        AGENT_MODE: 'sidecar',
+        REFRESH_INTERVAL: '1s',
+        AGENT_HTTP_ADDR: '127.0.0.1:0',
+        SECRETS_DIR: dir,
+        LOG_LEVEL: 'silent',
+        SECRET_0_REF: 'aws:rss/one',
+        SECRET_0_FILENAME: 'one',
+      },
+      settleSeconds,
+      samples,
+    );
+    const round = (n: number) => Number(n.toFixed(1));
+    return {
+      floorMiB: round(floorMiB),
+      oneSecretMiB: round(oneSecretMiB),
+      oneSecretVsFloor: Number((oneSecretMiB / floorMiB).toFixed(2)),
+      seconds: settleSeconds + samples,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
