@@ -34,6 +34,7 @@ import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
 import { AgentMetrics } from '../serve/metrics.ts';
 import { AtomicDir } from '../write/atomic-dir.ts';
+import { applySidecarV8Flags } from './sidecar-v8-flags.ts';
 
 /** A refresh makes one attempt per cycle; a failed cycle is retried on this schedule, capped at the interval. */
 const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };
@@ -540,6 +541,8 @@ export interface RunSidecarOptions {
  * without a restart; a bad one is logged and the running config kept.
  */
 export async function runSidecar(config: AgentConfig, options: RunSidecarOptions): Promise<number> {
+  // A long-running process from here on: V8 set for memory, not for peak speed.
+  applySidecarV8Flags();
   const { log, env } = options;
   const notifierDeps = {
     log,
