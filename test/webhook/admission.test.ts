@@ -39,9 +39,9 @@ const AGENT_SECURITY = {
   capabilities: { drop: ['ALL'] },
   seccompProfile: { type: 'RuntimeDefault' },
 };
-const RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } };
-/** Half the default 192Mi memory limit caps the agent's heap. */
-const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=96 --max-semi-space-size=1' };
+const RESOURCES = { requests: { cpu: '10m', memory: '80Mi' }, limits: { memory: '128Mi' } };
+/** Half the default 128Mi memory limit caps the agent's heap. */
+const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=64 --max-semi-space-size=1' };
 const DOWNWARD_ENV = [
   { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },

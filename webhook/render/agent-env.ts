@@ -70,12 +70,17 @@ const UNIT_MIB: Record<string, number> = {
 /**
  * V8 sizes its heap for the whole machine and grows it lazily, so a long-running agent's RSS creeps
  * toward the container's memory limit (measured: 125 -> 179 MiB over 10 minutes with 100 secrets, the
- * live heap flat at ~20 MiB). Half the limit for the old generation (the rest is code, native memory and
- * buffers, ~70 MiB) and a 1 MiB young generation keep it flat and inside the limit.
+ * live heap flat at 10-20 MiB). Half the limit caps the old generation (the rest is Node's code, native
+ * memory and buffers, ~50 MiB), and a 1 MiB young generation keeps each scavenge small; with the
+ * default 128Mi limit that is a 64 MiB cap. These are the V8 flags NODE_OPTIONS takes; the sidecar
+ * sets the ones it refuses (no optimising compilers) itself: agent/modes/sidecar-v8-flags.ts.
+ * Measured with both, against moto, a rotation every 10 s: 1 secret 64 MiB, 100 secrets 65 MiB, flat
+ * (idle node: 42 MiB); the same with 20 GCP secrets 74 MiB.
  */
 export function nodeOptions(memoryLimit: string): string {
   const m = /^([\d.]+)(k|M|G|T|Ki|Mi|Gi|Ti)?$/.exec(memoryLimit);
   const mib = m ? Number(m[1]) * UNIT_MIB[m[2] ?? '']! : NaN;
-  const heap = Number.isFinite(mib) ? Math.max(32, Math.floor(mib / 2)) : 96;
+  // An unreadable limit (validated before, so never in practice): half the default 128Mi.
+  const heap = Number.isFinite(mib) ? Math.max(32, Math.floor(mib / 2)) : 64;
   return `--max-old-space-size=${heap} --max-semi-space-size=1`;
 }
