@@ -4,13 +4,16 @@ import { setFlagsFromString } from 'node:v8';
  * V8 settings for the long-running sidecar. It runs the same few functions once per refresh: compiling
  * them to machine code saves microseconds a cycle, while the compilers cost megabytes (their code paged
  * in from the node binary, their output, their work areas), and V8's default heap growth lets RSS
- * creep. Measured against moto with the webhook's NODE_OPTIONS (128Mi limit), HTTP notifier on, a
- * rotation every 10 s, 120 s (idle node: 42 MiB):
+ * creep. Measured against moto with the webhook's NODE_OPTIONS (128Mi limit), a rotation every 10 s
+ * (idle node: 42 MiB):
  *   1 secret      72.7 -> 64.0 MiB
- *   100 secrets   81.9 (79.0 -> 84.6, rising) -> 64.8 MiB (65.1 -> 64.8, flat)
+ *   100 secrets   81.9 (79.0 -> 84.6, rising) -> 65.0 MiB, flat
  *   CPU, 100 secrets refreshed every second: 1.23 -> 1.35 CPU-s a minute (means of 3 runs)
- * --jitless or --lite-mode would save a little more, but take WebAssembly away (Node's own fetch, which
- * the GCP client uses, parses HTTP with it), and lite mode cost 70 % more CPU.
+ * The WebAssembly ones: undici, which the HTTP-speaking notifiers load, parses HTTP in WebAssembly, and
+ * its first rotation tiered that parser up to TurboFan's code: 1 secret with ROTATION_HTTP_URL went
+ * 66 -> 84 MiB; kept at the baseline compiler (Liftoff) it stays at 69.5 MiB.
+ * --jitless or --lite-mode would save a little more, but take WebAssembly away (undici and Node's own
+ * fetch, which the GCP client uses, need it), and lite mode cost 70 % more CPU.
  *
  * Set by the agent because NODE_OPTIONS refuses them, as soon as the sidecar's own code runs: before
  * the first fill, which is when the compilers first start on hot code. The providers and notifiers
@@ -22,6 +25,8 @@ export const SIDECAR_V8_FLAGS = [
   '--no-maglev',
   '--no-sparkplug',
   '--optimize-for-size',
+  '--no-wasm-tier-up',
+  '--no-wasm-dynamic-tiering',
 ] as const;
 
 export function applySidecarV8Flags(): void {
