@@ -14,16 +14,20 @@ import { startupSnapshot } from 'node:v8';
 import { runAgent } from './run-agent.ts';
 
 /**
- * What the snapshot evaluates ahead: the code of an init container's run with each backend. Not the
- * GCP client (gRPC's http2 session state cannot be in a snapshot) nor undici (the notifiers, Kubernetes
- * events and the sidecar that loads them; its http parser cannot either): their code is in the
- * snapshot as source, evaluated when a pod uses them, as in the plain bundle.
+ * What the snapshot evaluates ahead: the code of an init container's run with each backend, GCP's
+ * over REST (init's transport) included. Not gRPC's side of the GCP client (its http2 session state
+ * cannot be in a snapshot) nor undici (the notifiers, Kubernetes events and the sidecar that load it;
+ * its http parser cannot either): their code is in the snapshot as source, evaluated when a pod uses
+ * them, as in the plain bundle.
  */
 async function evaluateModules(): Promise<void> {
   await Promise.all([
     import('./providers/aws.ts'),
     import('./providers/file.ts'),
     import('./providers/vault.ts'),
+    import('./providers/gcp.ts'),
+    // What agent/providers/gcp.ts loads for REST (images/build.ts makes its http Agents lazy).
+    import('google-gax/fallback'),
     import('./contract/config-file.ts'),
   ]);
 }
@@ -88,6 +92,35 @@ async function warmAwsSdk(): Promise<void> {
 }
 
 /**
+ * Makes a GCP REST client the way agent/providers/gcp.ts does, so google-gax's cache of the service's
+ * protobuf definitions, built from their JSON for the first client of a process (the larger part of
+ * a GCP run's start), is in the snapshot: every client a pod makes takes its definitions from there.
+ * No request: gax's REST stub sends through the global Headers, which loads undici (see above). The
+ * auth client is a stand-in that is never asked for anything; nothing is read from the environment.
+ */
+async function warmGcpRest(): Promise<void> {
+  const { SecretManagerServiceClient } = await import('@google-cloud/secret-manager');
+  const gax = (await import('google-gax/fallback')).default;
+  const unused = (): never => {
+    throw new Error('the snapshot warm-up sends no GCP request');
+  };
+  const client = new SecretManagerServiceClient(
+    {
+      libName: 'secret-agent',
+      enableTelemetryLogging: false,
+      apiEndpoint: 'secret-agent-snapshot.invalid',
+      port: 443,
+      universeDomain: 'googleapis.com',
+      fallback: true,
+      authClient: { universeDomain: 'googleapis.com', getRequestHeaders: unused, fetch: unused } as never,
+    },
+    gax,
+  );
+  await client.initialize();
+  await client.close();
+}
+
+/**
  * The SDK draws an invocation id per request from crypto.randomUUID, whose pool a snapshot would
  * freeze (see the top of this file): while building, the global one hands out fixed ids instead.
  */
@@ -119,6 +152,7 @@ if (startupSnapshot.isBuildingSnapshot()) {
   });
   evaluateModules()
     .then(warmAwsSdk)
+    .then(warmGcpRest)
     .then(restore, (e: unknown) => {
       // A snapshot that failed to warm up must not be written: the image build stops here.
       process.stderr.write(

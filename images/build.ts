@@ -6,6 +6,7 @@
  */
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { builtinModules, createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +105,46 @@ const gcpGaxByTransport: Plugin = {
   },
 };
 
+/**
+ * google-gax's REST stub (fallbackServiceStub.js) makes its keep-alive http and https Agents when the
+ * module is evaluated. An Agent holds native state (http's parser) that a V8 start-up snapshot cannot
+ * hold, so that alone kept the GCP client out of the agent's snapshot (agent/snapshot.ts). Here each
+ * Agent is made on the first request that needs it instead: the same two Agents, the same options.
+ */
+const GAX_EAGER_AGENTS = `    const http = require('http');
+    const https = require('https');
+    const httpAgent = new http.Agent({ keepAlive: true });
+    const httpsAgent = new https.Agent({ keepAlive: true });
+    agentOption = (parsedUrl) => {
+        if (parsedUrl.protocol === 'http:') {
+            return httpAgent;
+        }
+        return httpsAgent;
+    };`;
+const GAX_LAZY_AGENTS = `    let httpAgent, httpsAgent;
+    agentOption = (parsedUrl) => {
+        if (parsedUrl.protocol === 'http:') {
+            return (httpAgent ??= new (require('http').Agent)({ keepAlive: true }));
+        }
+        return (httpsAgent ??= new (require('https').Agent)({ keepAlive: true }));
+    };`;
+const gcpLazyAgents: Plugin = {
+  name: 'gcp-lazy-agents',
+  setup(b) {
+    b.onLoad(
+      { filter: /node_modules[\\/]google-gax[\\/]build[\\/]src[\\/]fallbackServiceStub\.js$/ },
+      async (args) => {
+        const source = await readFile(args.path, 'utf8');
+        if (!source.includes(GAX_EAGER_AGENTS))
+          throw new Error(
+            `${args.path}: the eager keep-alive Agents this build makes lazy are not there any more`,
+          );
+        return { contents: source.replace(GAX_EAGER_AGENTS, GAX_LAZY_AGENTS), loader: 'js' };
+      },
+    );
+  },
+};
+
 // Bundled CommonJS dependencies call require(); ESM output has none unless we make one.
 const banner = {
   js: [
@@ -128,7 +169,7 @@ const common: BuildOptions = {
   metafile: true,
   // Prefer packages' ES module builds: tree-shakeable, so the AWS SDK chunk loads far fewer builtins.
   mainFields: ['module', 'main'],
-  plugins: [lazyBuiltins, gcpStaticProtos, gcpGaxByTransport],
+  plugins: [lazyBuiltins, gcpStaticProtos, gcpGaxByTransport, gcpLazyAgents],
   alias: { axios: fileURLToPath(new URL('./axios-stub.cjs', import.meta.url)) },
   // debug (via google-gax and node-vault) tries require('supports-color') and carries on without it.
   // It is no dependency of ours: bundling it would ship whatever a dev tool happened to install.
