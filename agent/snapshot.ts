@@ -14,21 +14,34 @@ import { startupSnapshot } from 'node:v8';
 import { runAgent } from './run-agent.ts';
 
 /**
- * What the snapshot evaluates ahead: the code of an init container's run with each backend, GCP's
- * over REST (init's transport) included. Not gRPC's side of the GCP client (its http2 session state
- * cannot be in a snapshot) nor undici (the notifiers, Kubernetes events and the sidecar that load it;
- * its http parser cannot either): their code is in the snapshot as source, evaluated when a pod uses
- * them, as in the plain bundle.
+ * The two snapshots the image holds, built from this one script: the default (`/app/agent.blob`, the
+ * entrypoint) and, with `--with-gcp` at build time, one that also holds GCP's REST client
+ * (`/app/agent-gcp.blob`), which the webhook runs in init containers of pods with a GCP reference.
+ * Every run deserialises its whole snapshot, so GCP's code (+1.6 MB) in the default one would make
+ * every AWS and Vault pod pay 7-19 ms of CPU for a saving (~100 ms) only GCP pods see.
  */
-async function evaluateModules(): Promise<void> {
+const WITH_GCP_FLAG = '--with-gcp';
+
+/**
+ * What the snapshot evaluates ahead: the code of an init container's run with each backend, GCP's
+ * over REST (init's transport) only `--with-gcp`. Not gRPC's side of the GCP client (its http2 session
+ * state cannot be in a snapshot) nor undici (the notifiers, Kubernetes events and the sidecar that
+ * load it; its http parser cannot either): their code is in the snapshot as source, evaluated when a
+ * pod uses them, as in the plain bundle.
+ */
+async function evaluateModules(withGcp: boolean): Promise<void> {
   await Promise.all([
     import('./providers/aws.ts'),
     import('./providers/file.ts'),
     import('./providers/vault.ts'),
-    import('./providers/gcp.ts'),
-    // What agent/providers/gcp.ts loads for REST (images/build.ts makes its http Agents lazy).
-    import('google-gax/fallback'),
     import('./contract/config-file.ts'),
+    ...(withGcp
+      ? [
+          import('./providers/gcp.ts'),
+          // What agent/providers/gcp.ts loads for REST (images/build.ts makes its http Agents lazy).
+          import('google-gax/fallback'),
+        ]
+      : []),
   ]);
 }
 
@@ -134,12 +147,16 @@ function substituteRandomUUID(): () => void {
   };
 }
 
+/** Which snapshot this is, fixed while building it: `default` or `with-gcp`. */
+let variant = 'default';
+
 /**
- * `--check-snapshot`: prints draws from crypto's pooled randomness. images/build-snapshot.ts runs the
- * new snapshot twice and refuses it if the two runs print the same: a pool was frozen into it.
+ * `--check-snapshot`: prints draws from crypto's pooled randomness, then the variant.
+ * images/build-snapshot.ts runs the new snapshot twice and refuses it if the two runs draw the same
+ * (a pool was frozen into it) or if it is not the variant it asked for.
  */
-function printRandomDraws(): void {
-  process.stdout.write(`${crypto.randomUUID()} ${crypto.randomInt(2 ** 47)}\n`);
+function printSnapshotCheck(): void {
+  process.stdout.write(`${crypto.randomUUID()} ${crypto.randomInt(2 ** 47)} ${variant}\n`);
 }
 
 if (startupSnapshot.isBuildingSnapshot()) {
@@ -147,12 +164,15 @@ if (startupSnapshot.isBuildingSnapshot()) {
   // Started from a snapshot, process.argv has no script: the arguments follow the Node binary.
   startupSnapshot.setDeserializeMainFunction(() => {
     const args = process.argv.slice(1);
-    if (args[0] === '--check-snapshot') printRandomDraws();
+    if (args[0] === '--check-snapshot') printSnapshotCheck();
     else runAgent(args);
   });
-  evaluateModules()
+  // Building, argv is [node, script, ...the build's arguments] (images/build-snapshot.ts passes them).
+  const withGcp = process.argv.slice(2).includes(WITH_GCP_FLAG);
+  if (withGcp) variant = 'with-gcp';
+  evaluateModules(withGcp)
     .then(warmAwsSdk)
-    .then(warmGcpRest)
+    .then(() => (withGcp ? warmGcpRest() : undefined))
     .then(restore, (e: unknown) => {
       // A snapshot that failed to warm up must not be written: the image build stops here.
       process.stderr.write(

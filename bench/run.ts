@@ -81,17 +81,22 @@ interface Case {
   readonly argv: string[];
   readonly env: Record<string, string>;
 }
-// The image runs the agent from its V8 start-up snapshot; built here the same way, with this Node.
+// The image runs the agent from its V8 start-up snapshots; built here the same way, with this Node:
+// the entrypoint's, and the one with GCP that the webhook runs for pods reading GCP (GCP_INIT_COMMAND).
 const blob = join(root, 'dist/agent.blob');
-const built = spawnSync(
-  process.execPath,
-  [join(root, 'images/build-snapshot.ts'), join(root, 'dist/agent-snapshot.cjs'), blob],
-  { encoding: 'utf8' },
-);
-if (built.status !== 0) throw new Error(`building the start-up snapshot failed: ${built.stderr}`);
+const gcpBlob = join(root, 'dist/agent-gcp.blob');
+for (const args of [[blob], [gcpBlob, '--with-gcp']]) {
+  const built = spawnSync(
+    process.execPath,
+    [join(root, 'images/build-snapshot.ts'), join(root, 'dist/agent-snapshot.cjs'), ...args],
+    { encoding: 'utf8' },
+  );
+  if (built.status !== 0) throw new Error(`building the start-up snapshot failed: ${built.stderr}`);
+}
 const starts = {
   plain: [process.execPath, join(root, 'dist/agent.js')],
   snapshot: [process.execPath, '--snapshot-blob', blob, '--'],
+  gcpSnapshot: [process.execPath, '--snapshot-blob', gcpBlob, '--'],
 };
 const backends: { name: string; env: Record<string, string> }[] = [
   { name: '1 AWS secret', env: agentEnv(1) },
@@ -123,7 +128,12 @@ const cases: Case[] = [
   { name: 'node -e 0 (floor)', argv: [process.execPath, '-e', '0'], env: base },
   ...backends.flatMap((b) => [
     { name: `agent, ${b.name}`, argv: starts.plain, env: b.env },
-    { name: `agent snapshot, ${b.name}`, argv: starts.snapshot, env: b.env },
+    // What the webhook renders: GCP pods' init containers run the snapshot that holds GCP.
+    {
+      name: `agent snapshot, ${b.name}`,
+      argv: b.name.includes('GCP') ? starts.gcpSnapshot : starts.snapshot,
+      env: b.env,
+    },
   ]),
 ];
 if (hasAwsCli) {

@@ -3,18 +3,23 @@
  * proves it before anyone runs it. A blob only runs on the Node binary that built it, so
  * Dockerfile.agent runs this in the runtime stage with the image's own Node; `npm run bench` and the
  * tests run it on the host with node_modules' Node.
- * Usage: node build-snapshot.ts SCRIPT BLOB
+ * Usage: node build-snapshot.ts SCRIPT BLOB [--with-gcp]
+ * --with-gcp builds the variant that also holds GCP's REST client (agent/snapshot.ts says why it is a
+ * second blob).
  *
  * Refused (exit 1, nothing left at BLOB):
  * - a snapshot that does not print the agent's version;
  * - a snapshot whose two runs draw the same from crypto's random pools: a pool was filled while
- *   building and would be replayed in every pod (agent/snapshot.ts keeps the warm-up off them).
+ *   building and would be replayed in every pod (agent/snapshot.ts keeps the warm-up off them);
+ * - a snapshot that is not the variant asked for.
  */
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 
-const [script, blob] = process.argv.slice(2);
-if (!script || !blob) throw new Error('usage: node build-snapshot.ts SCRIPT BLOB');
+const [script, blob, ...options] = process.argv.slice(2);
+if (!script || !blob || options.some((o) => o !== '--with-gcp'))
+  throw new Error('usage: node build-snapshot.ts SCRIPT BLOB [--with-gcp]');
+const variant = options.includes('--with-gcp') ? 'with-gcp' : 'default';
 
 function fail(problem: string): never {
   rmSync(blob!, { force: true });
@@ -37,7 +42,7 @@ function runSnapshot(...args: string[]): string {
 // from this snapshot through every backend.
 const build = spawnSync(
   process.execPath,
-  ['--no-warnings', '--snapshot-blob', blob, '--build-snapshot', script],
+  ['--no-warnings', '--snapshot-blob', blob, '--build-snapshot', script, ...options],
   { encoding: 'utf8', env: {}, stdio: ['ignore', 'inherit', 'pipe'] },
 );
 if (build.status !== 0) fail(`node --build-snapshot exited ${build.status}: ${build.stderr}`);
@@ -51,4 +56,5 @@ const [first, second] = [runSnapshot('--check-snapshot'), runSnapshot('--check-s
 for (const [i, pool] of ['randomUUID', 'randomInt'].entries())
   if (first![i] === undefined || first![i] === second![i])
     fail(`two runs of the snapshot drew the same from crypto.${pool}: its pool was filled while building it`);
-process.stdout.write(`build-snapshot: ${blob} (${printed})\n`);
+if (first![2] !== variant) fail(`the snapshot is the variant "${first![2]}", not "${variant}"`);
+process.stdout.write(`build-snapshot: ${blob} (${printed}, ${variant})\n`);

@@ -1,12 +1,13 @@
 /**
- * The agent's V8 start-up snapshot (agent/snapshot.ts, built by images/build-snapshot.ts), built here
- * with this Node from dist/agent-snapshot.cjs, against the plain bundle: the same files from every
+ * The agent's V8 start-up snapshots (agent/snapshot.ts, built by images/build-snapshot.ts: the default
+ * and the `--with-gcp` variant), built here with this Node from dist/agent-snapshot.cjs, against the
+ * plain bundle: the same files from every
  * backend, the same errors, a sidecar that follows a rotation. test/image/agent.test.ts runs the
  * image's own snapshot (its entrypoint).
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -30,6 +31,7 @@ const SCRIPT = join(ROOT, 'dist/agent-snapshot.cjs');
 describe('the start-up snapshot against the plain bundle', () => {
   let work: string;
   let blob: string;
+  let gcpBlob: string;
   let moto: Moto;
   let secrets: MotoSecrets;
   let gcp: GcpSecretManagerFake;
@@ -40,8 +42,11 @@ describe('the start-up snapshot against the plain bundle', () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-'));
     blob = join(work, 'agent.blob');
-    const build = spawnSync(process.execPath, [BUILD_SNAPSHOT, SCRIPT, blob], { encoding: 'utf8' });
-    assert.equal(build.status, 0, build.stderr);
+    gcpBlob = join(work, 'agent-gcp.blob');
+    for (const args of [[blob], [gcpBlob, '--with-gcp']]) {
+      const build = spawnSync(process.execPath, [BUILD_SNAPSHOT, SCRIPT, ...args], { encoding: 'utf8' });
+      assert.equal(build.status, 0, build.stderr);
+    }
     moto = await startMoto();
     secrets = motoSecrets(moto.endpoint);
     await secrets.put('snap/db', JSON.stringify({ password: values.aws }));
@@ -90,25 +95,42 @@ describe('the start-up snapshot against the plain bundle', () => {
     snapshot: await runAgent(runEnv, { argv: [...fromSnapshot(), ...args] }),
   });
 
-  it('init: writes the same files from AWS, GCP, Vault and a file, and logs the same lines', async () => {
-    using plainDir = memoryDir();
-    using snapshotDir = memoryDir();
-    const plain = await runAgent({ ...env, SECRETS_DIR: plainDir.path }, { argv: [AGENT_JS] });
-    const snapshot = await runAgent({ ...env, SECRETS_DIR: snapshotDir.path }, { argv: fromSnapshot() });
-    assert.equal(snapshot.code, 0, snapshot.stderr);
-    assert.equal(plain.code, 0, plain.stderr);
-    for (const [file, value] of Object.entries(values)) {
-      assert.equal(readFileSync(join(snapshotDir.path, file), 'utf8'), value, file);
-      assert.equal(readFileSync(join(plainDir.path, file), 'utf8'), value, file);
-    }
-    const shape = (run: AgentRun) =>
-      run.logs.map((l) => `${String(l.level)} ${String(l.msg)} ${String(l.ref ?? '')}`);
-    assert.deepEqual(shape(snapshot).sort(), shape(plain).sort());
-    const visible = (path: string) =>
-      readdirSync(path)
-        .filter((f) => !f.startsWith('..data_'))
-        .sort();
-    assert.deepEqual(visible(snapshotDir.path), visible(plainDir.path));
+  for (const variant of ['default', 'with-gcp'] as const)
+    it(`init from the ${variant} snapshot: writes the same files from AWS, GCP, Vault and a file, and logs the same lines`, async () => {
+      using plainDir = memoryDir();
+      using snapshotDir = memoryDir();
+      const argv = ['--snapshot-blob', variant === 'default' ? blob : gcpBlob, '--'];
+      const plain = await runAgent({ ...env, SECRETS_DIR: plainDir.path }, { argv: [AGENT_JS] });
+      const snapshot = await runAgent({ ...env, SECRETS_DIR: snapshotDir.path }, { argv });
+      assert.equal(snapshot.code, 0, snapshot.stderr);
+      assert.equal(plain.code, 0, plain.stderr);
+      for (const [file, value] of Object.entries(values)) {
+        assert.equal(readFileSync(join(snapshotDir.path, file), 'utf8'), value, file);
+        assert.equal(readFileSync(join(plainDir.path, file), 'utf8'), value, file);
+      }
+      const shape = (run: AgentRun) =>
+        run.logs.map((l) => `${String(l.level)} ${String(l.msg)} ${String(l.ref ?? '')}`);
+      assert.deepEqual(shape(snapshot).sort(), shape(plain).sort());
+      const visible = (path: string) =>
+        readdirSync(path)
+          .filter((f) => !f.startsWith('..data_'))
+          .sort();
+      assert.deepEqual(visible(snapshotDir.path), visible(plainDir.path));
+    });
+
+  it('each blob is the variant it was built as, and --with-gcp is the one that holds more', () => {
+    const check = (b: string) =>
+      spawnSync(process.execPath, ['--snapshot-blob', b, '--', '--check-snapshot'], {
+        encoding: 'utf8',
+        env: {},
+      });
+    assert.equal(check(blob).stdout.trim().split(' ')[2], 'default');
+    assert.equal(check(gcpBlob).stdout.trim().split(' ')[2], 'with-gcp');
+    // GCP's REST client and its protobuf definitions, evaluated: the one thing the variant adds.
+    assert.ok(
+      statSync(gcpBlob).size > statSync(blob).size + 500_000,
+      'the GCP blob holds GCP’s evaluated code',
+    );
   });
 
   it('the environment is the pod’s, read at start, not the build’s: a bad setting fails the same way', async () => {
@@ -173,7 +195,7 @@ describe('images/build-snapshot.ts refuses a snapshot that froze a random pool',
          v8.startupSnapshot.setDeserializeMainFunction(() => {
            const arg = process.argv[1];
            if (arg === '--version') console.log('secret-agent 0.0.0');
-           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47));
+           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
          });`,
       );
       const blob = join(work, 'bad.blob');
@@ -181,6 +203,34 @@ describe('images/build-snapshot.ts refuses a snapshot that froze a random pool',
       assert.equal(run.status, 1);
       assert.match(run.stderr, /drew the same from crypto\.randomUUID/);
       assert.deepEqual(readdirSync(work).sort(), ['bad.cjs']);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('images/build-snapshot.ts refuses a snapshot that is not the variant asked for', () => {
+  it('exits 1 and leaves no blob when --with-gcp built a default snapshot', () => {
+    const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-variant-'));
+    try {
+      // A builder that ignores --with-gcp: fresh randomness, but always the default variant.
+      const script = join(work, 'default-only.cjs');
+      writeFileSync(
+        script,
+        `const v8 = require('node:v8'); const crypto = require('node:crypto');
+         v8.startupSnapshot.setDeserializeMainFunction(() => {
+           const arg = process.argv[1];
+           if (arg === '--version') console.log('secret-agent 0.0.0');
+           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
+         });`,
+      );
+      const blob = join(work, 'gcp.blob');
+      const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, blob, '--with-gcp'], {
+        encoding: 'utf8',
+      });
+      assert.equal(run.status, 1);
+      assert.match(run.stderr, /the snapshot is the variant "default", not "with-gcp"/);
+      assert.deepEqual(readdirSync(work).sort(), ['default-only.cjs']);
     } finally {
       rmSync(work, { recursive: true, force: true });
     }

@@ -5,7 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import { canary } from '../support/canary.ts';
 import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
 import { eventually, runAgent } from '../support/run-agent.ts';
-import { SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
+import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
+import { startGcpSecretManagerFake } from '../fakes/gcp-secret-manager.ts';
 import { builtImages, emptyDirOnTmpfs, runContainer, startContainer, type ContainerSpec } from './podman.ts';
 
 /** The image's user (distroless `nonroot`), and a pod's own runAsUser the webhook passes on. */
@@ -72,7 +73,7 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
     assert.equal(run.stderr, '');
   });
 
-  describe('start-up snapshot (the entrypoint: node --snapshot-blob /app/agent.blob --) and its fallback', () => {
+  describe('start-up snapshots (the entrypoint: node --snapshot-blob /app/agent.blob --; GCP_INIT_COMMAND) and their fallback', () => {
     it('the plain bundle, `node /app/agent.js`, fetches the same secret', async () => {
       using volume = emptyDirOnTmpfs();
       const run = await runContainer(agent(volume.path, {}, { entrypoint: SIDECAR_COMMAND }));
@@ -80,12 +81,50 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
       assert.equal(readFileSync(join(volume.path, 'db-password'), 'utf8'), value);
     });
 
-    it('a run from the snapshot draws fresh randomness: no crypto pool was frozen into it', async () => {
-      const draws = await Promise.all([1, 2].map(() => runContainer({ image, args: ['--check-snapshot'] })));
-      for (const d of draws) assert.match(d.stdout, /^[0-9a-f-]{36} \d+\n$/, d.stderr);
-      const [a, b] = draws.map((d) => d.stdout.trim().split(' '));
-      assert.notEqual(a![0], b![0], 'crypto.randomUUID');
-      assert.notEqual(a![1], b![1], 'crypto.randomInt');
+    for (const [blob, entrypoint, variant] of [
+      ['the entrypoint’s', undefined, 'default'],
+      ['the GCP one’s (GCP_INIT_COMMAND)', GCP_INIT_COMMAND, 'with-gcp'],
+    ] as const)
+      it(`a run from ${blob} snapshot draws fresh randomness (no crypto pool was frozen into it) and is the ${variant} variant`, async () => {
+        const draws = await Promise.all(
+          [1, 2].map(() =>
+            runContainer({ image, args: ['--check-snapshot'], ...(entrypoint ? { entrypoint } : {}) }),
+          ),
+        );
+        for (const d of draws) assert.match(d.stdout, /^[0-9a-f-]{36} \d+ [\w-]+\n$/, d.stderr);
+        const [a, b] = draws.map((d) => d.stdout.trim().split(' '));
+        assert.notEqual(a![0], b![0], 'crypto.randomUUID');
+        assert.notEqual(a![1], b![1], 'crypto.randomInt');
+        assert.equal(a![2], variant);
+      });
+
+    it('GCP_INIT_COMMAND, what the webhook runs for a pod that reads GCP, fetches from GCP (the REST fake) and from AWS', async () => {
+      const gcp = await startGcpSecretManagerFake();
+      try {
+        const gcpValue = canary('image-gcp');
+        gcp.addVersion('image-project', 'api-key', gcpValue);
+        using volume = emptyDirOnTmpfs();
+        const run = await runContainer(
+          agent(
+            volume.path,
+            {
+              GCP_SECRET_MANAGER_ENDPOINT: gcp.restEndpoint,
+              GCE_METADATA_HOST: '127.0.0.1:9',
+              GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+              SECRET_1_REF: 'projects/image-project/secrets/api-key',
+              SECRET_1_FILENAME: 'api-key',
+            },
+            { entrypoint: GCP_INIT_COMMAND },
+          ),
+        );
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(run.stderr, '');
+        assert.equal(readFileSync(join(volume.path, 'api-key'), 'utf8'), gcpValue);
+        assert.equal(readFileSync(join(volume.path, 'db-password'), 'utf8'), value);
+        assert.ok(!run.stdout.includes(gcpValue) && !run.stdout.includes(value), 'no value in the logs');
+      } finally {
+        await gcp.stop();
+      }
     });
   });
 

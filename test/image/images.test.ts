@@ -34,7 +34,7 @@ const out = {};
 for (const f of fs.readdirSync(${JSON.stringify(dir)}, { recursive: true })) {
   const p = ${JSON.stringify(dir)} + '/' + f;
   // Built in the image by its own Node, as the snapshot is (from dist/agent-snapshot.cjs): not on the host.
-  if (f.startsWith('compile-cache/') || f === 'agent.blob') continue;
+  if (f.startsWith('compile-cache/') || f.endsWith('.blob')) continue;
   if (fs.statSync(p).isFile()) out[f] = crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
 }
 console.log(JSON.stringify(out));`;
@@ -110,11 +110,11 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache and the start-up snapshot', async () => {
+  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache and the start-up snapshots', async () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
-        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent\.blob|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
+        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
     const layers = (ref: string) =>

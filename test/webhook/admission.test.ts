@@ -1,4 +1,5 @@
 import { nodeOptions } from '../../webhook/render/agent-env.ts';
+import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
@@ -798,6 +799,47 @@ describe('agent heap cap', () => {
       '--max-old-space-size=32 --max-semi-space-size=1',
       'never below 32 MiB',
     );
+  });
+});
+
+describe('which start-up snapshot the init container runs', () => {
+  const initContainer = (annotations: Record<string, string>, env: Record<string, string> = {}) => {
+    const result = admit(basicPod(annotations), { ...CLUSTER, ...env });
+    assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+    const pod = mutate(basicPod(annotations), decodePatch(result.review.response));
+    validatePod(pod);
+    return pod.spec.initContainers!.find((c) => c.name === 'secret-agent-init' || c.name === 'secret-agent')!;
+  };
+
+  it('the image’s entrypoint (the default snapshot) for AWS and Vault pods', () => {
+    const c = initContainer(
+      {
+        'secret-agent.io/mode': 'init',
+        'secret-agent.io/secret-db': 'aws:prod/db#password',
+        'secret-agent.io/secret-token': 'vault:secret/data/app#token',
+      },
+      {},
+    );
+    assert.equal(c.command, undefined);
+  });
+
+  for (const mode of ['init', 'init+sidecar'])
+    it(`GCP_INIT_COMMAND (the snapshot that holds GCP) when any reference is GCP's, mode ${mode} without native sidecars`, () => {
+      const c = initContainer(
+        {
+          'secret-agent.io/mode': mode,
+          'secret-agent.io/secret-db': 'aws:prod/db#password',
+          'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key',
+        },
+        { NATIVE_SIDECARS: 'false' },
+      );
+      assert.equal(c.name, 'secret-agent-init');
+      assert.deepEqual(c.command, [...GCP_INIT_COMMAND]);
+    });
+
+  it('a native sidecar runs the plain bundle, GCP or not: it stays, so its memory counts', () => {
+    const c = initContainer({ 'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key' });
+    assert.deepEqual(c.command, [...SIDECAR_COMMAND]);
   });
 });
 
