@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 
@@ -69,7 +70,7 @@ export async function benchSidecarRss(
     );
     // As the webhook runs a sidecar: the plain bundle (SIDECAR_COMMAND), with its NODE_OPTIONS.
     const oneSecretMiB = await medianRss(
-      [join(root, 'dist/agent.js')],
+      [...SIDECAR_V8_FLAGS, join(root, 'dist/agent.js')],
       {
         PATH: process.env.PATH ?? '',
         HOME: '/tmp',

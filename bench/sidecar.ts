@@ -18,6 +18,7 @@ import { FaultProxy } from '../test/support/fault-proxy.ts';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 const INTERVAL_MS = 1000;
@@ -74,7 +75,10 @@ export async function benchSidecar(moto: Moto, soakSeconds: number): Promise<Sid
     env[`SECRET_${i}_REF`] = `aws:soak/${i}`;
     env[`SECRET_${i}_FILENAME`] = `s${i}`;
   }
-  const agent = spawn(process.execPath, [join(root, 'dist/agent.js')], { env, stdio: 'ignore' });
+  const agent = spawn(process.execPath, [...SIDECAR_V8_FLAGS, join(root, 'dist/agent.js')], {
+    env,
+    stdio: 'ignore',
+  });
   const pid = agent.pid!;
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;

@@ -2,11 +2,15 @@
  * Fills the agent image's V8 compile cache. Dockerfile.agent runs it at build time as root, with the
  * image's own Node (the image has no shell). Node keeps one cache directory per uid
  * (`v24.x-x64-TAG-UID`) and never shares it, so every uid in COMPILE_CACHE_UIDS gets its own fill: a
- * child Node running as that uid imports every chunk, then flushes the cache.
+ * child Node running as that uid imports every chunk, then flushes the cache. The cache serves the
+ * plain bundle, which only sidecars run (the init container starts from the snapshot), so the child
+ * runs with the sidecar's V8 flags: V8 rejects a cache made under other flags. Dockerfile.agent mounts
+ * the flags' module where the relative import below finds it.
  * Usage: node fill-compile-cache.ts CACHE_DIR (the image's NODE_COMPILE_CACHE).
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync } from 'node:fs';
+import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const CACHE = process.argv[2] ?? '/app/compile-cache';
 const CHUNKS = '/app/agent-chunks';
@@ -27,7 +31,7 @@ for (const uid of uids)
 mkdirSync(CACHE, { recursive: true });
 chmodSync(CACHE, 0o1777);
 for (const uid of new Set(uids.map(Number))) {
-  const run = spawnSync(process.execPath, ['--input-type=module', '-e', PREFILL], {
+  const run = spawnSync(process.execPath, [...SIDECAR_V8_FLAGS, '--input-type=module', '-e', PREFILL], {
     uid,
     gid: uid,
     env: { NODE_COMPILE_CACHE: CACHE, HOME: '/' },

@@ -34,7 +34,7 @@ import type { FetchOutcome } from '../providers/provider.ts';
 import { startHealthServer } from '../serve/health-server.ts';
 import { AgentMetrics } from '../serve/metrics.ts';
 import { AtomicDir } from '../write/atomic-dir.ts';
-import { applySidecarV8Flags } from './sidecar-v8-flags.ts';
+import { applySidecarV8Flags } from '../contract/sidecar-v8-flags.ts';
 
 /** A refresh makes one attempt per cycle; a failed cycle is retried on this schedule, capped at the interval. */
 const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };

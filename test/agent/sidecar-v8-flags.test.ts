@@ -1,5 +1,5 @@
 /**
- * The V8 settings a sidecar applies to itself (agent/modes/sidecar-v8-flags.ts): this Node's V8 knows
+ * The V8 settings a sidecar applies to itself (agent/contract/sidecar-v8-flags.ts): this Node's V8 knows
  * every flag (an unknown one is only a line on stderr, and the memory saving would silently go), and
  * with them applied a hot function stays in the interpreter and a hot WebAssembly function at the
  * baseline compiler (Liftoff) while, without them, the same ones are optimised.
@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { SIDECAR_V8_FLAGS } from '../../agent/modes/sidecar-v8-flags.ts';
+import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 
-const MODULE = new URL('../../agent/modes/sidecar-v8-flags.ts', import.meta.url).href;
+const MODULE = new URL('../../agent/contract/sidecar-v8-flags.ts', import.meta.url).href;
 
 /** %GetOptimizationStatus bits: optimised at all, by Maglev, by TurboFan. */
 const OPTIMIZED = 16 | 32 | 64;

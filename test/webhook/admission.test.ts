@@ -88,8 +88,17 @@ describe('exact patches', () => {
             volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
             resources: RESOURCES,
             securityContext: AGENT_SECURITY,
-            // A long-running agent runs the plain bundle, not the image's start-up snapshot.
-            command: ['/nodejs/bin/node', '/app/agent.js'],
+            // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
+            command: [
+              '/nodejs/bin/node',
+              '--no-turbofan',
+              '--no-maglev',
+              '--no-sparkplug',
+              '--optimize-for-size',
+              '--no-wasm-tier-up',
+              '--no-wasm-dynamic-tiering',
+              '/app/agent.js',
+            ],
             restartPolicy: 'Always',
             ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             startupProbe: {
@@ -196,7 +205,16 @@ describe('exact patches', () => {
         value: {
           name: 'secret-agent',
           ...common,
-          command: ['/nodejs/bin/node', '/app/agent.js'],
+          command: [
+            '/nodejs/bin/node',
+            '--no-turbofan',
+            '--no-maglev',
+            '--no-sparkplug',
+            '--optimize-for-size',
+            '--no-wasm-tier-up',
+            '--no-wasm-dynamic-tiering',
+            '/app/agent.js',
+          ],
           env: agentEnv('sidecar'),
           ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {

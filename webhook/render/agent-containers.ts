@@ -1,6 +1,7 @@
 import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { parseReference } from '../../agent/contract/reference.ts';
+import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
@@ -35,9 +36,11 @@ export interface AgentContainer {
  * What a long-running agent runs instead of the image's entrypoint (the V8 start-up snapshot): the
  * plain bundle. The snapshot starts an init container in about half the CPU, but keeps every
  * provider's evaluated code resident (+6 MiB RSS, measured in bench/); a sidecar starts once and
- * stays for the pod's life, so it is the memory that counts there. Paths are Dockerfile.agent's.
+ * stays for the pod's life, so it is the memory that counts there. With the V8 flags that keep a
+ * sidecar small, which NODE_OPTIONS refuses (agent/contract/sidecar-v8-flags.ts). Paths are
+ * Dockerfile.agent's.
  */
-export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/agent.js'];
+export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', ...SIDECAR_V8_FLAGS, '/app/agent.js'];
 
 /**
  * What an init container runs when the pod reads a GCP secret: the image's second start-up snapshot,

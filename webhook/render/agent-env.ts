@@ -73,9 +73,9 @@ const UNIT_MIB: Record<string, number> = {
  * live heap flat at 10-20 MiB). Half the limit caps the old generation (the rest is Node's code, native
  * memory and buffers, ~50 MiB), and a 1 MiB young generation keeps each scavenge small; with the
  * default 128Mi limit that is a 64 MiB cap. These are the V8 flags NODE_OPTIONS takes; the sidecar
- * sets the ones it refuses (no optimising compilers) itself: agent/modes/sidecar-v8-flags.ts.
- * Measured with both, against moto, a rotation every 10 s: 1 secret 64 MiB, 100 secrets 65 MiB, flat
- * (idle node: 42 MiB); the same with 20 GCP secrets 74 MiB.
+ * runs with the ones it refuses (no optimising compilers) on its command line: agent/contract/sidecar-v8-flags.ts.
+ * Measured with both, against moto, a rotation every 10 s: 1 or 100 secrets 62 MiB, flat (idle node:
+ * 42 MiB); 1 GCP secret 68 MiB.
  */
 export function nodeOptions(memoryLimit: string): string {
   const m = /^([\d.]+)(k|M|G|T|Ki|Mi|Gi|Ti)?$/.exec(memoryLimit);
