@@ -20,6 +20,7 @@ import { benchAtomicity } from './atomicity.ts';
 import { benchImages, formatImageFigures } from './images.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchSidecarRss } from './sidecar-rss.ts';
+import { buildReferences } from './reference/build-references.ts';
 import { benchWebhook, formatWebhookFigures } from './webhook.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
@@ -124,8 +125,24 @@ const backends: { name: string; env: Record<string, string> }[] = [
     env: oneSecret('vault:secret/data/bench#value', { VAULT_ADDR: vault.addr, VAULT_TOKEN: vaultToken }),
   },
 ];
+// References, not the product: the least any Node program can do for one secret, and the AWS SDK
+// alone (bench/reference/), so what is left above them is measured in the same run.
+const references = await buildReferences();
+// Their own volume: the agent refuses to overwrite a file it did not create.
+const referenceDir = mkdtempSync('/dev/shm/secret-agent-bench-reference-');
+const referenceEnv = { ...agentEnv(0), SECRETS_DIR: referenceDir, BENCH_SECRET_ID: 'bench/0' };
 const cases: Case[] = [
   { name: 'node -e 0 (floor)', argv: [process.execPath, '-e', '0'], env: base },
+  {
+    name: 'reference: bare Node, one request, no library',
+    argv: [process.execPath, references.bareNode, 'init'],
+    env: referenceEnv,
+  },
+  {
+    name: 'reference: the AWS SDK alone, one GetSecretValue',
+    argv: [process.execPath, references.awsSdkAlone, 'init'],
+    env: referenceEnv,
+  },
   ...backends.flatMap((b) => [
     { name: `agent, ${b.name}`, argv: starts.plain, env: b.env },
     // What the webhook renders: GCP pods' init containers run the snapshot that holds GCP.
@@ -181,12 +198,13 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 rmSync(dir, { recursive: true, force: true });
+rmSync(referenceDir, { recursive: true, force: true });
 await gcp.stop();
 await vault.stop();
 console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
 console.log('sidecar: one secret’s RSS against an idle Node…');
-const sidecarRss = await benchSidecarRss(moto);
+const sidecarRss = await benchSidecarRss(moto, references);
 console.log('images: sizes and container cold start…');
 const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
 await moto.stop();
@@ -215,6 +233,10 @@ const ratios = {
     gcpVsFloor: vsFloor('agent snapshot, 1 GCP secret'),
     vaultVsFloor: vsFloor('agent snapshot, 1 Vault secret'),
     awsVsPlain: Number((m['agent snapshot, 1 AWS secret']! / one).toFixed(2)),
+  },
+  references: {
+    bareNodeVsFloor: vsFloor('reference: bare Node, one request, no library'),
+    awsSdkAloneVsFloor: vsFloor('reference: the AWS SDK alone, one GetSecretValue'),
   },
   ...(hasAwsCli
     ? { oneSecretVsAwsCli: Number((one / m['aws secretsmanager get-secret-value']!).toFixed(2)) }
@@ -283,6 +305,16 @@ const costPerPod = [
     `≤ ${targets.oneSecretVsFloor}×`,
   ],
   [
+    'reference: bare Node, one request and a file, no library / node -e 0',
+    `${ratios.references.bareNodeVsFloor}×`,
+    '',
+  ],
+  [
+    'reference: the AWS SDK alone, one GetSecretValue and a file / node -e 0',
+    `${ratios.references.awsSdkAloneVsFloor}×`,
+    '',
+  ],
+  [
     'init (snapshot, REST), 1 GCP secret / node -e 0',
     `${ratios.snapshot.gcpVsFloor}×`,
     `≤ ${targets.gcpVsFloor}×`,
@@ -301,6 +333,11 @@ const costPerPod = [
     `sidecar RSS, 1 AWS secret, median over ${sidecarRss.seconds} s / idle node (${sidecarRss.floorMiB} MiB)`,
     `${sidecarRss.oneSecretMiB} MiB (${sidecarRss.oneSecretVsFloor}×)`,
     '≤ 56 MiB',
+  ],
+  [
+    'reference sidecars, 1 secret each second, RSS: bare Node, no library; the AWS SDK alone',
+    `${sidecarRss.bareNodeMiB} MiB (${sidecarRss.bareNodeVsFloor}×); ${sidecarRss.awsSdkAloneMiB} MiB (${sidecarRss.awsSdkAloneVsFloor}×)`,
+    '',
   ],
   [
     'webhook CPU per admission / TLS echo floor (replica pods; distinct pods)',

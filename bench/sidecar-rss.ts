@@ -1,6 +1,7 @@
 /**
  * A one-secret sidecar's resident memory against its floor: an idle Node (a timer, nothing loaded)
- * with the same NODE_OPTIONS the webhook renders, sampled the same way in the same run. Both settle
+ * with the same NODE_OPTIONS the webhook renders, sampled the same way in the same run; beside it the
+ * references (bench/reference/): a library-free Node sidecar, and the AWS SDK alone. Both settle
  * for a few seconds, then RSS is sampled once a second; the median is the figure.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -18,6 +19,11 @@ export interface SidecarRssFigures {
   readonly floorMiB: number;
   readonly oneSecretMiB: number;
   readonly oneSecretVsFloor: number;
+  /** The references (bench/reference/), as sidecars with the same NODE_OPTIONS and V8 flags. */
+  readonly bareNodeMiB: number;
+  readonly bareNodeVsFloor: number;
+  readonly awsSdkAloneMiB: number;
+  readonly awsSdkAloneVsFloor: number;
   readonly seconds: number;
 }
 
@@ -49,6 +55,7 @@ async function medianRss(
 
 export async function benchSidecarRss(
   moto: Moto,
+  references: { readonly bareNode: string; readonly awsSdkAlone: string },
   settleSeconds = 5,
   samples = 15,
 ): Promise<SidecarRssFigures> {
@@ -61,6 +68,8 @@ export async function benchSidecarRss(
   sm.destroy();
   const options = nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!);
   const dir = mkdtempSync('/dev/shm/secret-agent-rss-');
+  // The references' own volume: the agent refuses to overwrite a file it did not create.
+  const referenceDir = mkdtempSync('/dev/shm/secret-agent-rss-reference-');
   try {
     const floorMiB = await medianRss(
       ['-e', 'setInterval(() => {}, 1000)'],
@@ -68,21 +77,35 @@ export async function benchSidecarRss(
       settleSeconds,
       samples,
     );
+    const awsEnv = {
+      PATH: process.env.PATH ?? '',
+      HOME: '/tmp',
+      NODE_OPTIONS: options,
+      AWS_ACCESS_KEY_ID: 'bench',
+      AWS_SECRET_ACCESS_KEY: 'bench',
+      AWS_REGION: 'us-east-1',
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+      SECRETS_DIR: dir,
+      BENCH_SECRET_ID: 'rss/one',
+    };
+    // The references run as the agent does: same NODE_OPTIONS, same V8 flags.
+    const reference = (script: string) =>
+      medianRss(
+        [...SIDECAR_V8_FLAGS, script, 'sidecar'],
+        { ...awsEnv, SECRETS_DIR: referenceDir },
+        settleSeconds,
+        samples,
+      );
+    const bareNodeMiB = await reference(references.bareNode);
+    const awsSdkAloneMiB = await reference(references.awsSdkAlone);
     // As the webhook runs a sidecar: the plain bundle (SIDECAR_COMMAND), with its NODE_OPTIONS.
     const oneSecretMiB = await medianRss(
       [...SIDECAR_V8_FLAGS, join(root, 'dist/agent.js')],
       {
-        PATH: process.env.PATH ?? '',
-        HOME: '/tmp',
-        NODE_OPTIONS: options,
-        AWS_ACCESS_KEY_ID: 'bench',
-        AWS_SECRET_ACCESS_KEY: 'bench',
-        AWS_REGION: 'us-east-1',
-        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+        ...awsEnv,
         AGENT_MODE: 'sidecar',
         REFRESH_INTERVAL: '1s',
         AGENT_HTTP_ADDR: '127.0.0.1:0',
-        SECRETS_DIR: dir,
         LOG_LEVEL: 'silent',
         SECRET_0_REF: 'aws:rss/one',
         SECRET_0_FILENAME: 'one',
@@ -95,9 +118,14 @@ export async function benchSidecarRss(
       floorMiB: round(floorMiB),
       oneSecretMiB: round(oneSecretMiB),
       oneSecretVsFloor: Number((oneSecretMiB / floorMiB).toFixed(2)),
+      bareNodeMiB: round(bareNodeMiB),
+      bareNodeVsFloor: Number((bareNodeMiB / floorMiB).toFixed(2)),
+      awsSdkAloneMiB: round(awsSdkAloneMiB),
+      awsSdkAloneVsFloor: Number((awsSdkAloneMiB / floorMiB).toFixed(2)),
       seconds: settleSeconds + samples,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    rmSync(referenceDir, { recursive: true, force: true });
   }
 }
