@@ -1,4 +1,5 @@
 import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
+import type { ProviderName } from '../agent/contract/reference.ts';
 import type { InjectionMode } from './annotations.ts';
 import type { ExecHelpersVolume } from './exec-helpers-volume.ts';
 
@@ -14,6 +15,8 @@ export interface SecretFileRequest {
   readonly annotation: string;
   /** The reference as written (validated with the agent's grammar). References are not secrets. */
   readonly ref: string;
+  /** The backend the reference names. */
+  readonly provider: ProviderName;
   /** Path inside the volume; '' only for `split` into the top level. */
   readonly path: string;
   readonly format: SecretFormat;

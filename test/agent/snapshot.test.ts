@@ -182,57 +182,44 @@ describe('the start-up snapshot against the plain bundle', () => {
   });
 });
 
-describe('images/build-snapshot.ts refuses a snapshot that froze a random pool', () => {
-  it('exits 1 and leaves no blob when two runs draw the same', () => {
-    const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-bad-'));
-    try {
-      // A builder that fills randomUUID's pool while building, then answers as the agent would.
-      const script = join(work, 'bad.cjs');
-      writeFileSync(
-        script,
-        `const v8 = require('node:v8'); const crypto = require('node:crypto');
-         crypto.randomUUID();
-         v8.startupSnapshot.setDeserializeMainFunction(() => {
-           const arg = process.argv[1];
-           if (arg === '--version') console.log('secret-agent 0.0.0');
-           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
-         });`,
-      );
-      const blob = join(work, 'bad.blob');
-      const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, blob], { encoding: 'utf8' });
-      assert.equal(run.status, 1);
-      assert.match(run.stderr, /drew the same from crypto\.randomUUID/);
-      assert.deepEqual(readdirSync(work).sort(), ['bad.cjs']);
-    } finally {
-      rmSync(work, { recursive: true, force: true });
-    }
-  });
-});
+/**
+ * Builds a snapshot with images/build-snapshot.ts from a stand-in builder that answers as the agent
+ * would, with `beforeMain` run while building; asserts it is refused (exit 1, nothing left but the
+ * builder) and returns its stderr.
+ */
+function refusedBuild(beforeMain: string, options: string[] = []): string {
+  const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-refused-'));
+  try {
+    const script = join(work, 'builder.cjs');
+    writeFileSync(
+      script,
+      `const v8 = require('node:v8'); const crypto = require('node:crypto');
+       ${beforeMain}
+       v8.startupSnapshot.setDeserializeMainFunction(() => {
+         const arg = process.argv[1];
+         if (arg === '--version') console.log('secret-agent 0.0.0');
+         else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
+       });`,
+    );
+    const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, join(work, 'agent.blob'), ...options], {
+      encoding: 'utf8',
+    });
+    assert.equal(run.status, 1, run.stderr);
+    assert.deepEqual(readdirSync(work), ['builder.cjs'], 'no blob is left');
+    return run.stderr;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
 
-describe('images/build-snapshot.ts refuses a snapshot that is not the variant asked for', () => {
-  it('exits 1 and leaves no blob when --with-gcp built a default snapshot', () => {
-    const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-variant-'));
-    try {
-      // A builder that ignores --with-gcp: fresh randomness, but always the default variant.
-      const script = join(work, 'default-only.cjs');
-      writeFileSync(
-        script,
-        `const v8 = require('node:v8'); const crypto = require('node:crypto');
-         v8.startupSnapshot.setDeserializeMainFunction(() => {
-           const arg = process.argv[1];
-           if (arg === '--version') console.log('secret-agent 0.0.0');
-           else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
-         });`,
-      );
-      const blob = join(work, 'gcp.blob');
-      const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, blob, '--with-gcp'], {
-        encoding: 'utf8',
-      });
-      assert.equal(run.status, 1);
-      assert.match(run.stderr, /the snapshot is the variant "default", not "with-gcp"/);
-      assert.deepEqual(readdirSync(work).sort(), ['default-only.cjs']);
-    } finally {
-      rmSync(work, { recursive: true, force: true });
-    }
+describe('images/build-snapshot.ts refuses a snapshot', () => {
+  it('that froze a random pool: two runs draw the same', () => {
+    // The builder fills randomUUID's pool while building.
+    assert.match(refusedBuild('crypto.randomUUID();'), /drew the same from crypto\.randomUUID/);
+  });
+
+  it('that is not the variant asked for: --with-gcp built a default snapshot', () => {
+    // The builder ignores --with-gcp: fresh randomness, but always the default variant.
+    assert.match(refusedBuild('', ['--with-gcp']), /the snapshot is the variant "default", not "with-gcp"/);
   });
 });

@@ -43,6 +43,17 @@ const AGENT_SECURITY = {
 const RESOURCES = { requests: { cpu: '10m', memory: '80Mi' }, limits: { memory: '128Mi' } };
 /** Half the default 128Mi memory limit caps the agent's heap. */
 const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=64 --max-semi-space-size=1' };
+/** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
+const SIDECAR_ARGV = [
+  '/nodejs/bin/node',
+  '--no-turbofan',
+  '--no-maglev',
+  '--no-sparkplug',
+  '--optimize-for-size',
+  '--no-wasm-tier-up',
+  '--no-wasm-dynamic-tiering',
+  '/app/agent.js',
+];
 const DOWNWARD_ENV = [
   { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -89,16 +100,7 @@ describe('exact patches', () => {
             resources: RESOURCES,
             securityContext: AGENT_SECURITY,
             // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
-            command: [
-              '/nodejs/bin/node',
-              '--no-turbofan',
-              '--no-maglev',
-              '--no-sparkplug',
-              '--optimize-for-size',
-              '--no-wasm-tier-up',
-              '--no-wasm-dynamic-tiering',
-              '/app/agent.js',
-            ],
+            command: SIDECAR_ARGV,
             restartPolicy: 'Always',
             ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             startupProbe: {
@@ -205,16 +207,7 @@ describe('exact patches', () => {
         value: {
           name: 'secret-agent',
           ...common,
-          command: [
-            '/nodejs/bin/node',
-            '--no-turbofan',
-            '--no-maglev',
-            '--no-sparkplug',
-            '--optimize-for-size',
-            '--no-wasm-tier-up',
-            '--no-wasm-dynamic-tiering',
-            '/app/agent.js',
-          ],
+          command: SIDECAR_ARGV,
           env: agentEnv('sidecar'),
           ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {

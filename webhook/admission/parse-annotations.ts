@@ -592,6 +592,7 @@ function parseSecretFiles(
       file,
       annotation: key('secret'),
       ref,
+      provider: okRef.provider,
       path,
       format,
       ...(mode !== undefined ? { mode } : {}),

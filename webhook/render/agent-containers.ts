@@ -1,6 +1,5 @@
 import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
-import { parseReference } from '../../agent/contract/reference.ts';
 import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
@@ -54,11 +53,6 @@ export const GCP_INIT_COMMAND: readonly string[] = [
   '/app/agent-gcp.blob',
   '--',
 ];
-
-/** Whether any of the pod's references is a GCP one (the references were validated at admission). */
-function readsGcp(request: InjectionRequest): boolean {
-  return request.secrets.some((s) => parseReference(s.ref, s.annotation).provider === 'gcp');
-}
 
 /** Where the agent container sees vault-client-cert-secret (tls.crt, tls.key). */
 export const VAULT_CLIENT_CERT_DIR = '/var/run/secrets/secret-agent/vault-client';
@@ -138,7 +132,7 @@ export function renderAgentContainers(
   // The entrypoint (the default snapshot) unless the pod reads GCP.
   const init = (): AgentContainer => ({
     ...container(AGENT_INIT_CONTAINER, 'init'),
-    ...(readsGcp(request) ? { command: GCP_INIT_COMMAND } : {}),
+    ...(request.secrets.some((s) => s.provider === 'gcp') ? { command: GCP_INIT_COMMAND } : {}),
   });
 
   switch (request.mode) {
