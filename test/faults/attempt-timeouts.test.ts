@@ -115,6 +115,15 @@ describe('R2: per-attempt timeouts are a share of INIT_DEADLINE', () => {
     });
     after(() => fake?.stop());
 
+    /** The agent's env for the fake over a transport: a loopback endpoint is plaintext and credential-less. */
+    const gcpEnv = (transport: 'rest' | 'grpc') => ({
+      GCE_METADATA_HOST: '127.0.0.1:9',
+      GCE_METADATA_IP: '127.0.0.1:9',
+      GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
+      GCP_SECRET_MANAGER_ENDPOINT: transport === 'rest' ? fake.restEndpoint : fake.endpoint,
+      GCP_TRANSPORT: transport,
+    });
+
     for (const transport of ['rest', 'grpc'] as const) {
       it(`the first AccessSecretVersion hangs: its deadline ends the attempt, retried, written (${transport})`, async () => {
         using dir = memoryDir();
@@ -123,12 +132,7 @@ describe('R2: per-attempt timeouts are a share of INIT_DEADLINE', () => {
         fake.inject('AccessSecretVersion', { hang: true });
         const before = fake.calls('AccessSecretVersion');
         const run = await runAgent({
-          // No real credentials are ever looked for: a loopback endpoint is plaintext and credential-less.
-          GCE_METADATA_HOST: '127.0.0.1:9',
-          GCE_METADATA_IP: '127.0.0.1:9',
-          GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
-          GCP_SECRET_MANAGER_ENDPOINT: transport === 'rest' ? fake.restEndpoint : fake.endpoint,
-          GCP_TRANSPORT: transport,
+          ...gcpEnv(transport),
           SECRETS_DIR: dir.path,
           SECRET_0_REF: `projects/attempt-project/secrets/hang-once-${transport}`,
           SECRET_0_FILENAME: 'api',
@@ -149,11 +153,7 @@ describe('R2: per-attempt timeouts are a share of INIT_DEADLINE', () => {
           retryDelayMs: 2500,
         });
         const run = await runAgent({
-          GCE_METADATA_HOST: '127.0.0.1:9',
-          GCE_METADATA_IP: '127.0.0.1:9',
-          GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent/adc.json',
-          GCP_SECRET_MANAGER_ENDPOINT: transport === 'rest' ? fake.restEndpoint : fake.endpoint,
-          GCP_TRANSPORT: transport,
+          ...gcpEnv(transport),
           SECRETS_DIR: dir.path,
           SECRET_0_REF: `projects/attempt-project/secrets/quota-${transport}`,
           SECRET_0_FILENAME: 'api',
