@@ -11,6 +11,7 @@ import {
   realpath,
   rename,
   rm,
+  stat,
   statfs,
   symlink,
   unlink,
@@ -23,6 +24,7 @@ import type { FileEntry } from '../format/render-files.ts';
 
 const TMPFS_MAGIC = 0x01021994;
 const RAMFS_MAGIC = 0x858458f6;
+const S_ISGID = 0o2000;
 
 /** A write the directory refused: names the path and the fix. Nothing was changed when it is thrown. */
 export class WriteError extends Error {
@@ -58,13 +60,16 @@ export class AtomicDir {
   readonly leftoversRemoved: readonly string[];
   readonly #link: string;
   readonly #ownDir: RegExp;
+  /** The volume is setgid (the kubelet's fsGroup volume): our directories must stay so. */
+  readonly #setgid: number;
   #queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(dir: string, setName: string, leftoversRemoved: readonly string[]) {
+  private constructor(dir: string, setName: string, leftoversRemoved: readonly string[], setgid: number) {
     this.dir = dir;
     this.leftoversRemoved = leftoversRemoved;
     this.#link = `..${setName}`;
     this.#ownDir = ownPayloadPattern(setName);
+    this.#setgid = setgid;
   }
 
   /** Checks the directory exists, is writable and (unless told otherwise) lives in memory. */
@@ -108,7 +113,8 @@ export class AtomicDir {
         );
       }
     }
-    return new AtomicDir(resolved, setName, await removeLeftovers(resolved, setName));
+    const setgid = (await stat(resolved)).mode & S_ISGID;
+    return new AtomicDir(resolved, setName, await removeLeftovers(resolved, setName), setgid);
   }
 
   /** The path readers should resolve once to read a consistent set. */
@@ -183,14 +189,20 @@ export class AtomicDir {
     }
 
     const previous = await readlink(this.dataLink).catch(() => undefined);
+    // 0700 while it is written; in a setgid volume it inherits the bit and the group, and so does
+    // everything created in it: the files get the volume's group (the pod's fsGroup).
     const payload = await mkdtemp(join(this.dir, `${this.#link}_${timestamp()}_`));
+    const dirs = new Set<string>([payload]);
     let current = '';
     try {
-      await chmod(payload, 0o755);
       for (const f of files) {
         current = f.path;
         const path = join(payload, f.path);
-        if (f.path.includes('/')) await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+        if (f.path.includes('/')) {
+          await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+          const parts = f.path.split('/').slice(0, -1);
+          parts.forEach((_, i) => dirs.add(join(payload, ...parts.slice(0, i + 1))));
+        }
         // O_EXCL|O_NOFOLLOW: the directory is brand new, so anything already there is an attack.
         const handle = await open(
           path,
@@ -204,12 +216,16 @@ export class AtomicDir {
           await handle.close();
         }
       }
+      // Final modes before anyone can reach the payload: read and search for whoever may read a file,
+      // and the setgid bit kept (a chmod without it would clear it, and new files would lose the group).
+      const dirMode = directoryMode(files) | this.#setgid;
+      for (const dir of [...dirs].reverse()) await chmod(dir, dirMode);
       const tmpLink = `${this.dataLink}_tmp`;
       await rm(tmpLink, { force: true });
       await symlink(payload.slice(this.dir.length + 1), tmpLink);
       await rename(tmpLink, this.dataLink);
     } catch (e) {
-      await rm(payload, { recursive: true, force: true });
+      await removePayload(payload);
       if ((e as NodeJS.ErrnoException).code === 'ENAMETOOLONG') {
         throw new WriteError(
           current,
@@ -246,7 +262,7 @@ export class AtomicDir {
     for (const entry of await readdir(this.dir)) {
       if (entry.startsWith('..')) {
         if (entry !== live && (entry === previous || this.#ownDir.test(entry)))
-          await rm(join(this.dir, entry), { recursive: true, force: true });
+          await removePayload(join(this.dir, entry));
       } else if (!current.has(entry) && (await this.#owner(entry)) === 'ours') {
         await unlink(join(this.dir, entry));
       }
@@ -285,10 +301,35 @@ async function removeLeftovers(dir: string, setName: string): Promise<string[]> 
       const info = await lstat(path).catch(() => undefined);
       if (info?.isSymbolicLink() && (await done(unlink(path)))) removed.push(entry);
     } else if (entry !== live && own.test(entry)) {
-      if (await done(rm(path, { recursive: true, force: true }))) removed.push(entry);
+      if (await done(removePayload(path))) removed.push(entry);
     }
   }
   return removed;
+}
+
+/** Read and search for each class (owner, group, others) that may read some file of the set. */
+function directoryMode(files: readonly FileEntry[]): number {
+  let mode = 0o500;
+  for (const f of files) {
+    if (f.mode & 0o040) mode |= 0o050;
+    if (f.mode & 0o004) mode |= 0o005;
+  }
+  return mode;
+}
+
+/**
+ * rm -r of one of our payloads, whose directories are read-only once written (0500, 0550): each is made
+ * writable first, which its owner, the agent, may always do. Symlinks are never followed.
+ */
+async function removePayload(path: string): Promise<void> {
+  const unlock = async (dir: string): Promise<void> => {
+    await chmod(dir, 0o700);
+    for (const entry of await readdir(dir, { withFileTypes: true }))
+      if (entry.isDirectory()) await unlock(join(dir, entry.name));
+  };
+  // What cannot be unlocked (gone already, or not ours) is left for rm to report.
+  await unlock(path).catch(() => undefined);
+  await rm(path, { recursive: true, force: true });
 }
 
 function timestamp(): string {

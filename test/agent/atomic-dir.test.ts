@@ -41,6 +41,30 @@ describe('AtomicDir', () => {
     assert.equal(statSync(join(tmp.path, 'sub/b')).mode & 0o777, 0o400);
   });
 
+  it('directories let through exactly the classes that may read a file: 0500, 0550, 0555', async () => {
+    for (const [modes, expected] of [
+      [[0o400, 0o400], 0o500],
+      [[0o440, 0o400], 0o550],
+      [[0o400, 0o444], 0o555],
+      [[0o600, 0o640], 0o550],
+    ] as const) {
+      using tmp = memoryDir();
+      const dir = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+      await dir.write([file('a', 'A', modes[0]), file('sub/deeper/b', 'B', modes[1])]);
+      const payload = join(tmp.path, readlinkSync(join(tmp.path, '..data')));
+      for (const d of [payload, join(payload, 'sub'), join(payload, 'sub/deeper')])
+        assert.equal(
+          statSync(d).mode & 0o7777,
+          expected,
+          `${modes.map((m) => m.toString(8)).join(',')}: ${d}`,
+        );
+      // Read-only directories are still replaced whole by the next set.
+      await dir.write([file('a', 'A2', modes[0])]);
+      assert.equal(read(tmp.path, 'a'), 'A2');
+      assert.deepEqual(readdirSync(tmp.path).filter((e) => e.startsWith('..data_')).length, 1);
+    }
+  });
+
   it('swaps the whole set, drops names it no longer writes and the old payload', async () => {
     using tmp = memoryDir();
     const dir = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
