@@ -18,6 +18,12 @@ export const OPT_IN_LABEL = `${PREFIX}inject`;
 /** Written by the webhook on every pod it mutated; a pod carrying it is never mutated again. */
 export const STATUS_ANNOTATION = `${PREFIX}status`;
 export const STATUS_INJECTED = 'injected';
+/**
+ * Written by the webhook beside the status: the warnings it gave at admission, one per line. The API
+ * server hands warnings to whoever created the pod, which for a Deployment's pods is a controller
+ * that shows them nowhere; on the pod, `kubectl describe pod` shows them.
+ */
+export const WARNINGS_ANNOTATION = `${PREFIX}warnings`;
 
 /** Container names the webhook adds; a pod that already uses one cannot be injected. */
 export const AGENT_CONTAINER = 'secret-agent';
@@ -137,6 +143,17 @@ export function userId(text: string, field: string): number {
   return n;
 }
 
+export function groupId(text: string, field: string): number {
+  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= 1 && n <= 2_147_483_647))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a non-root group id`,
+      'use a number from 1 to 2147483647 (files are never shared through the root group)',
+    );
+  return n;
+}
+
 export const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 const GCP_PROJECT = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
 
@@ -197,6 +214,13 @@ export const POD_ANNOTATIONS = {
     doc: 'Set by the webhook to `injected` on pods it mutated; a pod carrying it is left alone (reinvocation, re-admission). Do not set it yourself.',
     parse: (text) => text,
   }),
+  warnings: annotation({
+    type: 'string',
+    echo: 'shape',
+    default: undefined,
+    doc: 'Set by the webhook beside `status`: the warnings it gave when it injected the pod (a fallback it chose, a risky setting), one per line. `kubectl describe pod` shows them for pods a controller created, which never see admission warnings. Do not set it yourself.',
+    parse: (text) => text,
+  }),
   mode: annotation({
     type: '`init` | `sidecar` | `init+sidecar`',
     echo: 'quote',
@@ -221,7 +245,7 @@ export const POD_ANNOTATIONS = {
   'file-mode': agentSetting(
     'FILE_MODE',
     'octal mode',
-    'Default mode of the written files (0400: readable only by the agent’s user, which is the pod’s runAsUser). A mode readable by others, such as 0644, is admitted with a warning.',
+    'Mode of the written files. Unset, the webhook picks 0400 when every container that mounts the secrets runs as one uid the spec names (the agent runs as it), else 0440 shared through a group they all hold (docs/webhook.md, “Who can read the files”). A mode without the group’s read bit is refused where the files must be shared; one readable by others, such as 0644, is admitted with a warning.',
     'quote',
   ),
   'refresh-interval': agentSetting(
@@ -355,7 +379,7 @@ export const POD_ANNOTATIONS = {
     type: 'uid',
     echo: 'quote',
     default: undefined,
-    doc: 'User the agent runs as. Default: the pod’s `securityContext.runAsUser` when it is set and not 0 (so 0400 files are readable by the app), else AGENT_RUN_AS_USER (65532). Never 0.',
+    doc: 'User the agent runs as. Default: the uid every container that mounts the secrets runs as, when their spec names one and it is not 0 (0400 files are then readable by the app alone), else AGENT_RUN_AS_USER (65532) with the files shared through a group. Another uid than the app’s makes the files shared through a group. Never 0.',
     parse: userId,
   }),
   'volume-size-limit': annotation({

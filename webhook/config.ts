@@ -16,6 +16,7 @@ import {
   AWS_REGION,
   quantity,
   userId,
+  groupId,
   vaultAuthMethod,
   vaultNamespace,
   WEBHOOK_VAULT_AUTH_METHODS,
@@ -210,8 +211,13 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_RUN_AS_USER: setting({
     default: '65532',
-    doc: 'The agent’s uid when the pod sets no runAsUser.',
+    doc: 'The agent’s uid when the containers that mount the secrets do not all run as one non-root uid their spec names (otherwise the agent runs as that uid). See docs/webhook.md, “Who can read the files”.',
     parse: userId,
+  }),
+  AGENT_FILE_GROUP: setting({
+    default: '65532',
+    doc: 'The group the webhook adds to a pod’s `supplementalGroups` to share its files (mode 0440) when its containers run as several or unknown uids and it has no fsGroup or common runAsGroup. Change it where a policy limits supplementalGroups (OpenShift SCCs).',
+    parse: groupId,
   }),
   AGENT_CPU_REQUEST: setting({ default: '10m', doc: 'Default agent CPU request.', parse: quantity }),
   AGENT_CPU_LIMIT: setting({
@@ -350,6 +356,8 @@ export interface InjectionDefaults {
   /** Where exec: helpers come from; undefined: exec: references are refused (ALLOW_EXEC_REFERENCES). */
   readonly execHelpers?: ExecHelpersVolume;
   readonly runAsUser: number;
+  /** AGENT_FILE_GROUP: the group added to share files when no group of the pod's can. */
+  readonly fileGroup: number;
   readonly resources: {
     readonly cpuRequest: string;
     readonly cpuLimit?: string;
@@ -433,6 +441,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     allowFileReferences: read('ALLOW_FILE_REFERENCES', s.ALLOW_FILE_REFERENCES),
     allowExecReferences: read('ALLOW_EXEC_REFERENCES', s.ALLOW_EXEC_REFERENCES),
     runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
+    fileGroup: read('AGENT_FILE_GROUP', s.AGENT_FILE_GROUP),
     cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
     cpuLimit: read('AGENT_CPU_LIMIT', s.AGENT_CPU_LIMIT),
     memoryRequest: read('AGENT_MEMORY_REQUEST', s.AGENT_MEMORY_REQUEST),
@@ -506,6 +515,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
       allowFileReferences: v.allowFileReferences!,
       ...(v.allowExecReferences && execHelpers ? { execHelpers } : {}),
       runAsUser: v.runAsUser,
+      fileGroup: v.fileGroup,
       resources: {
         cpuRequest: v.cpuRequest,
         ...(values.cpuLimit ? { cpuLimit: values.cpuLimit } : {}),

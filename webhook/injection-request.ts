@@ -46,8 +46,8 @@ export interface InjectionRequest {
     readonly requests: { readonly cpu: string; readonly memory: string };
     readonly limits: { readonly cpu?: string; readonly memory: string };
   };
-  readonly runAsUser: number;
-  readonly runAsGroup?: number;
+  /** The agent's user and group, and how the app reads the files (admission/plan-file-access.ts). */
+  readonly fileAccess: FileAccess;
   readonly volumeSizeLimit: string;
   /** Provider env for the agent: cluster defaults with the pod's safe overrides applied. */
   readonly providerEnv: readonly { readonly name: string; readonly value: string }[];
@@ -71,4 +71,22 @@ export interface InjectionRequest {
   readonly shareProcessNamespace: boolean;
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */
   readonly warnings: readonly string[];
+}
+
+/**
+ * Who reads the files and how: the agent's uid and gid, and the mode and group that let every container
+ * that mounts the volume read them (worked out by admission/plan-file-access.ts).
+ */
+export interface FileAccess {
+  /** The agent containers' uid and gid. */
+  readonly runAsUser: number;
+  readonly runAsGroup?: number;
+  /** How the app reads: as the files' owner, or through `group`. */
+  readonly sharing: 'owner' | 'group';
+  /** The files' group when shared by group. */
+  readonly group?: number;
+  /** FILE_MODE the webhook sets for the agent when the pod chose none: group sharing needs 0440. */
+  readonly defaultFileMode?: string;
+  /** A gid the patch adds to the pod's supplementalGroups: the group every container then holds. */
+  readonly addSupplementalGroup?: number;
 }

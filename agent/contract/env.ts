@@ -235,7 +235,7 @@ export const AGENT_SETTINGS = {
   }),
   FILE_MODE: setting({
     default: '0400',
-    doc: 'Default mode of written files: octal with its leading 0, at most 0644 (only the owner writes, nobody executes). 0400 is readable by the agent’s user only: run the agent as the app’s user (the webhook does), or use 0440 with a pod fsGroup.',
+    doc: 'Default mode of written files: octal with its leading 0, at most 0644 (only the owner writes, nobody executes). 0400 is readable by the agent’s user only: run the agent as the app’s user, or use 0440 and a group the app holds (the webhook picks one of the two from the pod spec). Directories get read and search for whoever may read a file.',
     parse: parseFileMode,
   }),
   INIT_DEADLINE: setting({

@@ -54,6 +54,8 @@ export function samplePod(sourceDir: string, reloadUrl: string): SamplePod {
       },
     },
     spec: {
+      // The app's uid, named: the agent runs as it, and the files are readable by the app alone (0400).
+      securityContext: { runAsUser: 1000, runAsNonRoot: true },
       containers: [{ name: 'app', image: 'nginx:1.27', ports: [{ containerPort: 8080 }] }],
     },
   };

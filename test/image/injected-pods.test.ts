@@ -7,6 +7,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,17 +27,20 @@ import { startWebhookImage } from './webhook-image.ts';
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const APP = 'app';
 
-/** The sample app (sample-app.ts) on the images' runtime base: a real image, as a pod names one. */
-async function sampleAppImage(): Promise<string> {
+/**
+ * The sample app (sample-app.ts) on the images' runtime base: a real image, as a pod names one. Its
+ * USER is the base's (65532) unless `user` is given: the uid a pod without securityContext runs as.
+ */
+async function sampleAppImage(user?: number): Promise<string> {
   const { podman, manifest } = builtImages();
   const context = mkdtempSync(join(tmpdir(), 'secret-agent-sample-app-'));
   try {
     copyFileSync(new URL('./sample-app.ts', import.meta.url), join(context, 'sample-app.ts'));
     writeFileSync(
       join(context, 'Containerfile'),
-      `FROM ${manifest.runtime.ref}\nCOPY sample-app.ts /app/sample-app.ts\nENTRYPOINT ["/nodejs/bin/node", "/app/sample-app.ts"]\n`,
+      `FROM ${manifest.runtime.ref}\nCOPY sample-app.ts /app/sample-app.ts\n${user === undefined ? '' : `USER ${user}:${user}\n`}ENTRYPOINT ["/nodejs/bin/node", "/app/sample-app.ts"]\n`,
     );
-    const ref = 'localhost/secret-agent-test/sample-app:latest';
+    const ref = `localhost/secret-agent-test/sample-app:${user === undefined ? 'latest' : `user-${user}`}`;
     await podman.runAsync(['build', '--pull=never', '-q', '-t', ref, context]);
     return ref;
   } finally {
@@ -48,6 +52,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
   let moto: Moto;
   let secrets: MotoSecrets;
   let appImage: string;
+  let appImageUser1000: string;
   let agentImage: string;
   let pair: ServingPair;
   let tls: ReturnType<typeof certDir>;
@@ -55,7 +60,12 @@ describe('injected pods, run in podman with both images: the webhook image patch
 
   before(async () => {
     agentImage = builtImages().manifest.images.agent.ref;
-    [moto, appImage, pair] = await Promise.all([startMoto(), sampleAppImage(), makeServingPair()]);
+    [moto, appImage, appImageUser1000, pair] = await Promise.all([
+      startMoto(),
+      sampleAppImage(),
+      sampleAppImage(1000),
+      makeServingPair(),
+    ]);
     secrets = motoSecrets(moto.endpoint);
     tls = certDir();
     tls.write(pair);
@@ -117,8 +127,8 @@ describe('injected pods, run in podman with both images: the webhook image patch
     return running;
   }
 
-  const started = (pod: PodRun) =>
-    pod.events(APP).find((e) => e.event === 'started') as
+  const started = (pod: PodRun, container = APP) =>
+    pod.events(container).find((e) => e.event === 'started') as
       { uid: number; files: Record<string, string> } | undefined;
 
   /** Nothing in the volume the app may change: every write the app tried was refused. */
@@ -132,12 +142,12 @@ describe('injected pods, run in podman with both images: the webhook image patch
   }
 
   /** The agent container as the webhook rendered it, as podman ran it: read-only, no capabilities. */
-  function assertAgentHardened(pod: PodRun, container: string, uid: number) {
+  function assertAgentHardened(pod: PodRun, container: string, user: string) {
     const agent = pod.inspect(container);
     assert.equal(agent.HostConfig.ReadonlyRootfs, true, `${container}: read-only root`);
     assert.deepEqual(agent.EffectiveCaps ?? [], [], `${container}: no capabilities`);
     assert.ok(agent.HostConfig.SecurityOpt?.includes('no-new-privileges'), `${container}: no new privileges`);
-    assert.equal(agent.Config.User, String(uid));
+    assert.equal(agent.Config.User, user, `${container}: uid[:gid]`);
   }
 
   it('init: the agent runs first, as the pod’s runAsUser; the app starts with every file and can change none', async (t) => {
@@ -171,7 +181,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
     assert.equal(app.uid, 1000);
     assert.deepEqual(app.files, { 'db-password': sha256(db.password), 'api-token': sha256(token) });
     assertAppCannotWrite(running);
-    assertAgentHardened(running, AGENT_INIT_CONTAINER, 1000);
+    assertAgentHardened(running, AGENT_INIT_CONTAINER, '1000');
     const volume = [...running.volumes.values()][0]!;
     for (const entry of readdirSync(volume)) assert.equal(lstatSync(join(volume, entry)).uid, 1000, entry);
     assert.deepEqual(await running.stop(), { [APP]: 0 });
@@ -227,7 +237,8 @@ describe('injected pods, run in podman with both images: the webhook image patch
       const app = await eventually(() => started(running), 'the app’s start report', 30_000);
       assert.deepEqual(app.files, { db: sha256(first) });
       assertAppCannotWrite(running);
-      assertAgentHardened(running, AGENT_CONTAINER, 65532);
+      // No uid in the spec: the files are shared through group 65532, the agent's own.
+      assertAgentHardened(running, AGENT_CONTAINER, '65532:65532');
       await eventually(
         () => (running.events(APP).some((e) => e.event === 'listening') ? true : undefined),
         'the app listening',
@@ -301,7 +312,8 @@ describe('injected pods, run in podman with both images: the webhook image patch
           ...annotations,
         },
         { APP_FILES: 'db', APP_EXIT_AFTER_MS: String(runsFor) },
-        { restartPolicy: 'Never' },
+        // The app's uid is named: the files are its own, and no group-sharing warning is given.
+        { restartPolicy: 'Never', securityContext: { runAsUser: 1000 } },
       );
       const { pod, warnings } = await admit(job, cluster);
       assert.deepEqual(
@@ -323,4 +335,117 @@ describe('injected pods, run in podman with both images: the webhook image patch
           'the sidecar stopped because the app ended',
         );
     });
+
+  /**
+   * Item 2 of issue 21, as a node runs it: each shape of pod whose app does not run as the pod's
+   * runAsUser, run from the webhook's own patch with the real agent image. The app reports its uid
+   * and what it read (by hash); the host sees the files' owner, group and mode in the volume.
+   */
+  describe('every pod shape reads its files as its own user, from the webhook’s patch', () => {
+    type Shape = {
+      name: string;
+      /** A function: the app images exist only once `before` has built them. */
+      spec: () => Partial<PodDoc['spec']>;
+      annotations?: Record<string, string>;
+      readers: Record<string, number>;
+      agent: { uid: number; gid?: number };
+      files: { mode: number; uid?: number; gid?: number };
+      warned?: RegExp;
+    };
+    const appContainer = (name: string, image: string, securityContext?: Record<string, unknown>) => ({
+      name,
+      image,
+      env: [{ name: 'APP_FILES', value: 'db' }],
+      ...(securityContext ? { securityContext } : {}),
+    });
+    const shapes: Shape[] = [
+      {
+        name: 'restricted-style: runAsNonRoot, runAsUser and drop ALL on the app container only',
+        spec: () => ({
+          containers: [
+            appContainer(APP, appImage, {
+              runAsNonRoot: true,
+              runAsUser: 1000,
+              allowPrivilegeEscalation: false,
+              capabilities: { drop: ['ALL'] },
+              seccompProfile: { type: 'RuntimeDefault' },
+            }),
+          ],
+        }),
+        readers: { [APP]: 1000 },
+        agent: { uid: 1000 },
+        files: { mode: 0o400, uid: 1000 },
+      },
+      {
+        name: 'no securityContext, an image with USER 1000',
+        spec: () => ({ containers: [appContainer(APP, appImageUser1000)] }),
+        readers: { [APP]: 1000 },
+        agent: { uid: 65532, gid: 65532 },
+        files: { mode: 0o440, uid: 65532, gid: 65532 },
+        warned: /container "app" sets no runAsUser/,
+      },
+      {
+        name: 'pod runAsUser 1000, the app container overrides it with 101',
+        spec: () => ({
+          securityContext: { runAsUser: 1000 },
+          containers: [appContainer(APP, appImage, { runAsUser: 101 })],
+        }),
+        readers: { [APP]: 101 },
+        agent: { uid: 101 },
+        files: { mode: 0o400, uid: 101 },
+      },
+      {
+        name: 'file-mode 0440 and a pod fsGroup (the documented recipe), two apps of two uids',
+        annotations: { 'secret-agent.io/file-mode': '0440' },
+        spec: () => ({
+          securityContext: { fsGroup: 2000 },
+          containers: [
+            appContainer(APP, appImageUser1000),
+            appContainer('reporter', appImage, { runAsUser: 1001 }),
+          ],
+        }),
+        readers: { [APP]: 1000, reporter: 1001 },
+        agent: { uid: 65532, gid: 2000 },
+        files: { mode: 0o440, uid: 65532, gid: 2000 },
+        warned: /group 2000 \(the pod’s fsGroup\)/,
+      },
+    ];
+    for (const shape of shapes)
+      it(shape.name, async (t) => {
+        const value = canary('shape');
+        const key = `shapes/${shapes.indexOf(shape)}`;
+        await secrets.put(key, value);
+        const { pod, warnings } = await admit(
+          basicPod(
+            {
+              'secret-agent.io/secret-db': `aws:${key}`,
+              'secret-agent.io/agent-http-addr': `0.0.0.0:${await freePort()}`,
+              ...shape.annotations,
+            },
+            shape.spec(),
+          ),
+          'native',
+        );
+        if (shape.warned) assert.match(warnings.join('\n'), shape.warned);
+        else assert.deepEqual(warnings, []);
+        const running = await run(t, pod);
+        for (const [container, uid] of Object.entries(shape.readers)) {
+          const app = await eventually(
+            () => started(running, container),
+            `${container}’s start report`,
+            30_000,
+          );
+          assert.equal(app.uid, uid, `${container} runs as ${uid}`);
+          assert.deepEqual(app.files, { db: sha256(value) }, `${container} read its file`);
+        }
+        const { uid, gid } = shape.agent;
+        assertAgentHardened(running, AGENT_CONTAINER, gid === undefined ? `${uid}` : `${uid}:${gid}`);
+        const volume = [...running.volumes.values()][0]!;
+        const file = statSync(join(volume, 'db'));
+        assert.equal(file.mode & 0o777, shape.files.mode, 'mode');
+        if (shape.files.uid !== undefined) assert.equal(file.uid, shape.files.uid, 'owner');
+        if (shape.files.gid !== undefined) assert.equal(file.gid, shape.files.gid, 'group');
+        await running.stop();
+      });
+  });
 });

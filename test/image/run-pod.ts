@@ -9,7 +9,7 @@
  * a field, the pod is translated and `translations` says how, so each test can name them.
  */
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,6 +42,10 @@ export const TRANSLATIONS = {
     'container ports → not declared to podman: with host networking (above) kube play refuses port mappings, and every port is on the host already',
   agentEnv:
     'agent containers get the AWS credentials and endpoint of moto: what IRSA or EKS Pod Identity supplies in a cluster',
+  annotations:
+    'annotations longer than 63 characters → left out: podman 4.3 kube play checks annotation values against the label limit (Kubernetes allows 256 KiB in all), and no container reads them',
+  fsGroup:
+    'fsGroup → what the kubelet does and kube play does not: each memory volume made setgid with group fsGroup (drwxrwsrwx 0:fsGroup), and fsGroup added to supplementalGroups, which every container then holds',
 } as const;
 
 export interface PodRunOptions {
@@ -92,12 +96,31 @@ function translate(pod: PodDoc, name: string, options: PodRunOptions) {
   const volumes = new Map<string, string>();
   const meta = { name, namespace: pod.metadata.namespace ?? 'default', uid: randomUUID() };
   play.metadata = { ...play.metadata, name, namespace: meta.namespace };
+  const annotations = Object.entries(play.metadata.annotations ?? {});
+  if (annotations.some(([, v]) => v.length > 63)) {
+    play.metadata.annotations = Object.fromEntries(annotations.filter(([, v]) => v.length <= 63));
+    translations.add(TRANSLATIONS.annotations);
+  }
 
+  const security = play.spec.securityContext as
+    { fsGroup?: number; supplementalGroups?: number[] } | undefined;
+  const fsGroup = security?.fsGroup;
+  if (security && fsGroup !== undefined) {
+    const { fsGroup: _applied, ...rest } = security;
+    const groups = rest.supplementalGroups ?? [];
+    play.spec.securityContext = {
+      ...rest,
+      supplementalGroups: groups.includes(fsGroup) ? groups : [...groups, fsGroup],
+    };
+    translations.add(TRANSLATIONS.fsGroup);
+  }
   const specVolumes = (play.spec.volumes ?? []) as { name: string; emptyDir?: { medium?: string } }[];
   play.spec.volumes = specVolumes.map((v) => {
     if (v.emptyDir?.medium !== 'Memory') return v;
     const dir = mkdtempSync('/dev/shm/secret-agent-pod-');
-    chmodSync(dir, 0o777);
+    if (fsGroup !== undefined) chownSync(dir, 0, fsGroup);
+    // chmod after chown: a chown clears the setgid bit.
+    chmodSync(dir, fsGroup === undefined ? 0o777 : 0o2777);
     volumes.set(v.name, dir);
     translations.add(TRANSLATIONS.memoryVolume);
     return { name: v.name, hostPath: { path: dir, type: 'Directory' } };

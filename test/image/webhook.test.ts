@@ -94,6 +94,8 @@ describe('the webhook image, run by podman (read-only root, no capabilities, no 
         `      labels: { app: ${name}, secret-agent.io/inject: "true" }`,
         `      annotations: { secret-agent.io/inject: "true", secret-agent.io/secret-db: "${reference}" }`,
         '    spec:',
+        // The app's uid is named: no group-sharing warning on stderr.
+        '      securityContext: { runAsUser: 1000 }',
         '      containers: [{ name: app, image: registry.example/app:1.0 }]',
         '',
       ].join('\n');

@@ -239,6 +239,31 @@ const DECIDING: readonly [string, Admission, Admission][] = [
     { pod: rich() },
     { pod: rich((p) => ((p.spec.securityContext as { runAsGroup: number }).runAsGroup = 2001)) },
   ],
+  [
+    'a container’s runAsUser',
+    { pod: rich() },
+    { pod: rich((p) => (app(p).securityContext = { runAsUser: 1001 })) },
+  ],
+  [
+    'a container’s runAsGroup',
+    { pod: rich((p) => (app(p).securityContext = { runAsUser: 1001 })) },
+    { pod: rich((p) => (app(p).securityContext = { runAsUser: 1001, runAsGroup: 2001 })) },
+  ],
+  [
+    'fsGroup (containers of two uids share by group)',
+    { pod: rich((p) => (app(p).securityContext = { runAsUser: 1001 })) },
+    {
+      pod: rich((p) => {
+        app(p).securityContext = { runAsUser: 1001 };
+        (p.spec.securityContext as Record<string, unknown>).fsGroup = 3000;
+      }),
+    },
+  ],
+  [
+    'supplementalGroups (containers of unknown uids share by group)',
+    { pod: rich((p) => (p.spec.securityContext = {})) },
+    { pod: rich((p) => (p.spec.securityContext = { supplementalGroups: [65532] })) },
+  ],
   ['NATIVE_SIDECARS', { pod: rich() }, { pod: rich(), env: { NATIVE_SIDECARS: 'false' } }],
   ['AGENT_IMAGE', { pod: rich() }, { pod: rich(), env: { AGENT_IMAGE: 'registry.example/agent:2.0' } }],
   ['AGENT_VAULT_ROLE', { pod: rich() }, { pod: rich(), env: { AGENT_VAULT_ROLE: 'other' } }],
@@ -290,12 +315,12 @@ const IGNORED: readonly [string, Admission, Admission][] = [
     { pod: rich((p) => ((p.spec.volumes as Record<string, unknown>[])[0]!.projected = { sources: [{}] })) },
   ],
   [
-    'tolerations, fsGroup, the service account',
+    'tolerations, a seccomp profile, the service account',
     { pod: rich() },
     {
       pod: rich((p) => {
         p.spec.tolerations = [{ key: 'spot', operator: 'Exists' }];
-        (p.spec.securityContext as Record<string, unknown>).fsGroup = 3000;
+        (p.spec.securityContext as Record<string, unknown>).seccompProfile = { type: 'RuntimeDefault' };
         p.spec.serviceAccountName = 'web';
       }),
     },
@@ -537,10 +562,23 @@ const edits: fc.Arbitrary<Edit> = fc.oneof(
           ((pod.spec as Record<string, unknown>)[field] = value),
     ),
   fc
-    .tuple(fc.constantFrom('runAsUser', 'runAsGroup', 'fsGroup'), fc.constantFrom(0, 1000, 1001))
+    .tuple(
+      fc.constantFrom('runAsUser', 'runAsGroup', 'fsGroup', 'supplementalGroups'),
+      fc.constantFrom(0, 1000, 1001),
+    )
     .map(([field, value]): Edit => (pod) => {
       const spec = pod.spec as { securityContext?: Record<string, unknown> };
-      spec.securityContext = { ...spec.securityContext, [field]: value };
+      spec.securityContext = {
+        ...spec.securityContext,
+        [field]: field === 'supplementalGroups' ? [value] : value,
+      };
+    }),
+  fc
+    .tuple(fc.constantFrom('runAsUser', 'runAsGroup'), fc.constantFrom(0, 1000, 1001), fc.nat(1))
+    .map(([field, value, index]): Edit => (pod) => {
+      const spec = pod.spec as { containers: Record<string, unknown>[] };
+      const container = spec.containers[index];
+      if (container) container.securityContext = { ...(container.securityContext as object), [field]: value };
     }),
   fc.constantFrom('db-0', 'db-1').map(
     (name): Edit =>

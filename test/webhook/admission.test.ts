@@ -62,11 +62,15 @@ const DOWNWARD_ENV = [
 
 describe('exact patches', () => {
   it('init+sidecar on a cluster with native sidecars: one agent, first in initContainers, gated by /readyz', () => {
+    // No securityContext: the image's USER decides the app's uid, so the files are shared by group.
     const result = admit(basicPod({ 'secret-agent.io/secret-db-password': 'aws:prod/db#password' }), {
       AGENT_AWS_REGION: 'eu-west-1',
     });
     assert.equal(result.outcome, 'injected');
     assert.equal(result.review.response.patchType, 'JSONPatch');
+    const warning =
+      'secret-agent: container "app" sets no runAsUser (the imageâ€™s USER decides, which the webhook cannot see): the files are shared through group 65532 (which the webhook added to the podâ€™s supplementalGroups), mode 0440. To make them readable by one user alone (0400), run every container that mounts them as one non-root uid (securityContext.runAsUser).';
+    assert.deepEqual(result.review.response.warnings, [warning]);
     assert.deepEqual(decodePatch(result.review.response), [
       {
         op: 'add',
@@ -90,6 +94,7 @@ describe('exact patches', () => {
             env: [
               { name: 'AGENT_MODE', value: 'sidecar' },
               { name: 'SECRETS_DIR', value: '/etc/secrets' },
+              { name: 'FILE_MODE', value: '0440' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
               { name: 'AWS_REGION', value: 'eu-west-1' },
@@ -98,7 +103,7 @@ describe('exact patches', () => {
             ],
             volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
             resources: RESOURCES,
-            securityContext: AGENT_SECURITY,
+            securityContext: { ...AGENT_SECURITY, runAsGroup: 65532 },
             // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
             command: SIDECAR_ARGV,
             restartPolicy: 'Always',
@@ -124,7 +129,9 @@ describe('exact patches', () => {
           },
         ],
       },
+      { op: 'add', path: '/spec/securityContext', value: { supplementalGroups: [65532] } },
       { op: 'add', path: '/metadata/annotations/secret-agent.io~1status', value: 'injected' },
+      { op: 'add', path: '/metadata/annotations/secret-agent.io~1warnings', value: warning },
     ]);
   });
 
@@ -1019,7 +1026,8 @@ describe('run-to-completion pods (restartPolicy Never or OnFailure, e.g. a Jobâ€
         'secret-agent.io/aws-region': 'eu-west-1',
         ...annotations,
       },
-      { restartPolicy: 'Never', ...spec },
+      // The app's uid is named, so the only warnings are the ones these tests are about.
+      { restartPolicy: 'Never', securityContext: { runAsUser: 1000 }, ...spec },
     );
   const classic = { NATIVE_SIDECARS: 'false' };
   const injected = (pod: PodDoc, env: Record<string, string>) => {
@@ -1101,11 +1109,14 @@ describe('run-to-completion pods (restartPolicy Never or OnFailure, e.g. a Jobâ€
       ],
       [
         'a Deploymentâ€™s pod',
-        basicPod({
-          'secret-agent.io/secret-db': 'aws:prod/db',
-          'secret-agent.io/aws-region': 'eu-west-1',
-          'secret-agent.io/exit-with-process': 'python3',
-        }),
+        basicPod(
+          {
+            'secret-agent.io/secret-db': 'aws:prod/db',
+            'secret-agent.io/aws-region': 'eu-west-1',
+            'secret-agent.io/exit-with-process': 'python3',
+          },
+          { securityContext: { runAsUser: 1000 } },
+        ),
         classic,
         'the pod does not run to completion (restartPolicy Always)',
       ],
@@ -1242,6 +1253,7 @@ describe('what a refusal shows of a bad value (each annotation declares it)', ()
       );
     assert.deepEqual(echo(POD_ANNOTATIONS), {
       status: 'shape',
+      warnings: 'shape',
       'rotation-http-url': 'url',
       'rotation-command': 'shape',
     });
@@ -1337,7 +1349,10 @@ describe('pods that cannot work are refused at admission', () => {
 describe('allowed but risky: AdmissionReview warnings', () => {
   const arn = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:a-AbCdEf';
   const warnings = (annotations: Record<string, string>) => {
-    const result = admit(basicPod({ 'secret-agent.io/secret-a': arn, ...annotations }));
+    // The app's uid is named, so no file-sharing fallback adds its own warning.
+    const result = admit(
+      basicPod({ 'secret-agent.io/secret-a': arn, ...annotations }, { securityContext: { runAsUser: 1000 } }),
+    );
     assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
     return result.review.response.warnings ?? [];
   };

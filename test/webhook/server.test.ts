@@ -272,6 +272,7 @@ describe('admission decisions are logged at info, one line each, without values'
             'secret-agent.io/file-mode-db': '0644',
           },
           {
+            securityContext: { runAsUser: 1000 },
             containers: [
               { name: 'web', image: 'a' },
               { name: 'proxy', image: 'b' },

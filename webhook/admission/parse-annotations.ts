@@ -3,6 +3,7 @@ import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
 import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
+import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
   AGENT_CONTAINER,
@@ -218,9 +219,14 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
       ),
     );
 
-  const podUser = positiveInteger(pod.spec.securityContext?.runAsUser);
-  const podGroup = nonNegativeInteger(pod.spec.securityContext?.runAsGroup);
-  const runAsUser = read('agent-run-as-user', p['agent-run-as-user']) ?? podUser ?? defaults.runAsUser;
+  const fileAccess = planFileAccess({
+    pod,
+    mounting: selected,
+    agentUser: read('agent-run-as-user', p['agent-run-as-user']),
+    chosenModes: chosenModes(podValues.get('file-mode'), secrets),
+    defaults,
+  });
+  errors.push(...fileAccess.errors);
   const cpuLimit = read('agent-cpu-limit', p['agent-cpu-limit']) ?? defaults.resources.cpuLimit;
   const resources = {
     requests: {
@@ -290,15 +296,14 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     agentSettings,
     httpPort: addr.port,
     resources,
-    runAsUser,
-    ...(podGroup !== undefined ? { runAsGroup: podGroup } : {}),
+    fileAccess: fileAccess.access,
     volumeSizeLimit,
     providerEnv,
     identityMounts: identity.volumeMounts,
     ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
     ...(vaultClientCertSecret !== undefined ? { vaultClientCertSecret } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings: [...completion.warnings, ...risks],
+    warnings: [...completion.warnings, ...fileAccess.warnings, ...risks],
   };
 }
 
@@ -419,7 +424,7 @@ function riskWarnings(
     const mode = text === undefined ? undefined : valid(() => SECRET_SETTINGS.MODE.parse(text, key));
     if (mode !== undefined && (mode & 0o004) !== 0)
       warnings.push(
-        `secret-agent: ${key} is ${text}: the file is readable by every user in the pod's containers, not only by the app's. Use 0400 (the agent runs as the pod's runAsUser), or 0440 to share it through the pod's fsGroup.`,
+        `secret-agent: ${key} is ${text}: the file is readable by every user in the containers that mount the secrets, not only by the app's. Leave the mode unset: the webhook picks 0400 (the agent runs as the app's uid) or 0440 (shared through a group every such container holds).`,
       );
   }
   if (sidecar)
@@ -646,14 +651,6 @@ function overlaps(a: string, b: string): boolean {
   const norm = (p: string) => (p.length > 1 ? p.replace(/\/+$/, '') : p);
   const [x, y] = [norm(a), norm(b)];
   return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
-}
-
-function positiveInteger(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined;
-}
-
-function nonNegativeInteger(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
 }
 
 /**

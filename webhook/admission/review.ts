@@ -12,6 +12,8 @@ export interface ContainerShape {
   readonly env?: readonly { readonly name?: unknown; readonly value?: unknown }[];
   readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
   readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
+  /** Who the container runs as, where its spec says (the image's USER decides otherwise). */
+  readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
 }
 
 /**
@@ -36,7 +38,12 @@ export interface PodShape {
     readonly shareProcessNamespace?: boolean;
     readonly restartPolicy?: unknown;
     readonly automountServiceAccountToken?: unknown;
-    readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
+    readonly securityContext?: {
+      readonly runAsUser?: unknown;
+      readonly runAsGroup?: unknown;
+      readonly fsGroup?: unknown;
+      readonly supplementalGroups?: unknown;
+    };
   };
 }
 
@@ -82,6 +89,8 @@ function checkContainers(v: unknown, path: string, required: boolean): void {
       if (items !== undefined && (!Array.isArray(items) || !items.every(isObject)))
         throw new BadReviewError(`${path}[${i}].${list} is not a list of objects`);
     }
+    if (c.securityContext !== undefined && !isObject(c.securityContext))
+      throw new BadReviewError(`${path}[${i}].securityContext is not an object`);
   });
 }
 
@@ -117,6 +126,7 @@ function listView<T>(list: unknown, copy: (item: Record<string, unknown>) => T):
 }
 
 function containerView(c: Record<string, unknown>): ContainerShape {
+  const security = c.securityContext as Record<string, unknown> | undefined;
   const view: Listed<ContainerShape> = {
     name: c.name as string,
     env: listView(c.env, (e): ListedItem<ContainerShape['env']> => ({ name: e.name, value: e.value })),
@@ -128,6 +138,12 @@ function containerView(c: Record<string, unknown>): ContainerShape {
       name: p.name,
       containerPort: p.containerPort,
     })),
+    securityContext:
+      security &&
+      ({
+        runAsUser: security.runAsUser,
+        runAsGroup: security.runAsGroup,
+      } satisfies Listed<NonNullable<ContainerShape['securityContext']>>),
   };
   return view;
 }
@@ -163,6 +179,11 @@ function podView(pod: Record<string, unknown>): PodShape {
       ({
         runAsUser: security.runAsUser,
         runAsGroup: security.runAsGroup,
+        fsGroup: security.fsGroup,
+        // Copied, not aliased: the view must not change if the request object does.
+        supplementalGroups: Array.isArray(security.supplementalGroups)
+          ? [...(security.supplementalGroups as unknown[])]
+          : security.supplementalGroups,
       } satisfies Listed<NonNullable<PodShape['spec']['securityContext']>>),
   };
   return { metadata, spec: specView };

@@ -97,8 +97,8 @@ export function renderAgentContainers(
     resources: request.resources,
     securityContext: {
       runAsNonRoot: true,
-      runAsUser: request.runAsUser,
-      ...(request.runAsGroup !== undefined ? { runAsGroup: request.runAsGroup } : {}),
+      runAsUser: request.fileAccess.runAsUser,
+      ...(request.fileAccess.runAsGroup !== undefined ? { runAsGroup: request.fileAccess.runAsGroup } : {}),
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },

@@ -31,6 +31,10 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
   }
+  // Files shared through a group need its read bit; a mode the pod chose was checked for it instead.
+  const { defaultFileMode } = request.fileAccess;
+  if (defaultFileMode !== undefined && !request.agentSettings.some((s) => s.env === 'FILE_MODE'))
+    env.push(fixed('FILE_MODE', defaultFileMode));
   // Templates reach other secrets by name: each secret is named after its <file>.
   const named = request.secrets.some((s) => s.template !== undefined);
   const secretEnv = renderSecretEnv(

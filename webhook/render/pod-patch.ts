@@ -1,5 +1,5 @@
 import type { ContainerShape, PodShape } from '../admission/review.ts';
-import { STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
+import { STATUS_ANNOTATION, STATUS_INJECTED, WARNINGS_ANNOTATION } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
@@ -81,10 +81,25 @@ export function renderPodPatch(
     ops.push(addToArray(pod.spec.containers, '/spec/containers', placement.sidecar, 'last'));
   if (request.shareProcessNamespace && pod.spec.shareProcessNamespace !== true)
     ops.push(setMember('/spec/shareProcessNamespace', true));
-  ops.push(
-    pod.metadata === undefined
-      ? setMember('/metadata', { annotations: { [STATUS_ANNOTATION]: STATUS_INJECTED } })
-      : addToObject(pod.metadata.annotations, '/metadata/annotations', STATUS_ANNOTATION, STATUS_INJECTED),
-  );
+  const group = request.fileAccess.addSupplementalGroup;
+  if (group !== undefined) {
+    const context = pod.spec.securityContext;
+    const groups = Array.isArray(context?.supplementalGroups) ? context.supplementalGroups : undefined;
+    ops.push(
+      context === undefined
+        ? setMember('/spec/securityContext', { supplementalGroups: [group] })
+        : addToArray(groups, '/spec/securityContext/supplementalGroups', group, 'last'),
+    );
+  }
+  // A controller's pods show admission warnings nowhere (the API server returns them to the
+  // controller only): the pod keeps them, for `kubectl describe pod`.
+  const ours: Record<string, string> = { [STATUS_ANNOTATION]: STATUS_INJECTED };
+  if (request.warnings.length > 0) ours[WARNINGS_ANNOTATION] = request.warnings.join('\n');
+  const existing = pod.metadata?.annotations;
+  if (pod.metadata === undefined) ops.push(setMember('/metadata', { annotations: ours }));
+  else if (existing === undefined) ops.push(setMember('/metadata/annotations', ours));
+  else
+    for (const [key, value] of Object.entries(ours))
+      ops.push(addToObject(existing, '/metadata/annotations', key, value));
   return ops;
 }
