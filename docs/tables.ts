@@ -5,6 +5,7 @@
  */
 import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { PRODUCT_ANNOTATIONS } from '../agent/contract/product-annotations.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
 import { HELPER_ENV } from '../agent/providers/exec.ts';
@@ -273,6 +274,11 @@ export const README_TABLES: Record<string, () => string> = {
           a.doc,
         ]),
       ],
+    ),
+  'product-annotations': () =>
+    table(
+      ['Annotation', 'Written by', 'On', 'Meaning'],
+      PRODUCT_ANNOTATIONS.map((a) => [code(a.key), `the ${a.writtenBy}`, a.on, a.doc]),
     ),
   'webhook-env': () =>
     table(

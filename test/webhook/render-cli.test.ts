@@ -317,6 +317,24 @@ describe('render --check', () => {
     assert.equal(podOf(docs[0]!).metadata.annotations?.[STATUS], 'injected');
   });
 
+  it('a Deployment restarted by restart-on-change (the agent’s restarted-for on its template) passes', async () => {
+    const restarted = deployment('web', {
+      'secret-agent.io/secret-db': 'aws:prod/db',
+      'secret-agent.io/restart-on-change': 'true',
+      'secret-agent.io/restarted-for': '5f0c3a9e1b2d4c6f',
+    });
+    assert.deepEqual(await render(['--check', '-f', '-'], { stdin: yaml(restarted) }), {
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
+    const run = await render(['-f', '-', '--cluster-version', '1.31'], { stdin: yaml(restarted) });
+    assert.equal(run.code, 0, run.stderr);
+    const annotations = podOf(yamlDocs(run.stdout)[0]!).metadata.annotations;
+    assert.equal(annotations?.['secret-agent.io/restarted-for'], '5f0c3a9e1b2d4c6f');
+    assert.equal(annotations?.[STATUS], 'injected');
+  });
+
   it('an opted-in pod the API server would refuse too is reported, not a crash', async () => {
     const broken = deployment('broken', { 'secret-agent.io/secret-db': 'aws:prod/db' });
     ((broken.spec as { template: { spec: { containers: unknown[] } } }).template.spec

@@ -1,5 +1,5 @@
 import type { ContainerShape, PodShape } from '../admission/review.ts';
-import { STATUS_ANNOTATION, STATUS_INJECTED } from '../annotations.ts';
+import { STATUS_ANNOTATION, STATUS_INJECTED } from '../../agent/contract/product-annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
