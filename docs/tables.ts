@@ -13,6 +13,7 @@ import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
+import { SERVE_EXIT } from '../webhook/cli/exit-codes.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {
@@ -200,6 +201,11 @@ export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
       ]),
     ),
   'logs-webhook': () => logTable('webhook'),
+  'webhook-exit-codes': () =>
+    table(
+      ['Exit code', 'Meaning'],
+      Object.values(SERVE_EXIT).map((e) => [code(String(e.code)), e.meaning]),
+    ),
   'errors-render': () =>
     uniqueTable(
       ['Error', 'Where', 'Problem', 'Fix'],

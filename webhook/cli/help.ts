@@ -1,4 +1,5 @@
 import { WEBHOOK_SETTINGS } from '../config.ts';
+import { SERVE_EXIT } from './exit-codes.ts';
 import { POD_TEMPLATE_PATHS } from './pod-templates.ts';
 
 /**
@@ -21,9 +22,15 @@ export function programHelp(): string {
     `       ${PROGRAM} --help | --version`,
     '',
     ...wrap(
-      'Without arguments it serves POST /mutate, /healthz, /readyz and /metrics over HTTPS, configured by the settings below. Exit status: 2 invalid configuration; 70 an unexpected fault at start-up.',
+      'Without arguments it serves POST /mutate, /healthz, /readyz and /metrics over HTTPS, configured by the settings below.',
       0,
     ),
+    '',
+    'Exit status:',
+    ...Object.values(SERVE_EXIT).flatMap((e) => {
+      const [first = '', ...rest] = wrap(e.meaning, 6);
+      return [`  ${String(e.code).padEnd(4)}${first.trimStart()}`, ...rest];
+    }),
     '',
     'Settings: environment variables, or the same names as keys of the YAML file WEBHOOK_CONFIG_FILE',
     '(the environment wins).',
