@@ -5,6 +5,7 @@
  */
 import type { Registry } from 'prom-client';
 import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { PRODUCT_ANNOTATIONS } from '../agent/contract/product-annotations.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
 import { HELPER_ENV } from '../agent/providers/exec.ts';
@@ -12,6 +13,7 @@ import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
+import { SERVE_EXIT } from '../webhook/cli/exit-codes.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {
@@ -199,6 +201,11 @@ export const TROUBLESHOOTING_TABLES: Record<string, () => string> = {
       ]),
     ),
   'logs-webhook': () => logTable('webhook'),
+  'webhook-exit-codes': () =>
+    table(
+      ['Exit code', 'Meaning'],
+      Object.values(SERVE_EXIT).map((e) => [code(String(e.code)), e.meaning]),
+    ),
   'errors-render': () =>
     uniqueTable(
       ['Error', 'Where', 'Problem', 'Fix'],
@@ -273,6 +280,11 @@ export const README_TABLES: Record<string, () => string> = {
           a.doc,
         ]),
       ],
+    ),
+  'product-annotations': () =>
+    table(
+      ['Annotation', 'Written by', 'On', 'Meaning'],
+      PRODUCT_ANNOTATIONS.map((a) => [code(a.key), `the ${a.writtenBy}`, a.on, a.doc]),
     ),
   'webhook-env': () =>
     table(

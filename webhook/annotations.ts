@@ -3,27 +3,19 @@ import { compileTemplate } from '../agent/format/template.ts';
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseReference, parseVaultNamespace, type SecretReference } from '../agent/contract/reference.ts';
 import { validateRelativePath } from '../agent/contract/path.ts';
+import { ANNOTATION_PREFIX } from '../agent/contract/product-annotations.ts';
 
 /**
  * The webhook's public surface on pods, declared once as data: every annotation with its value
  * type, default, parser and one-line doc. Parsing, validation messages and the README table all
- * come from these tables (docs/tables.ts renders them into the README and docs/webhook.md).
+ * come from these tables (docs/tables.ts renders them into the README and docs/webhook.md). The
+ * annotations secret-agent writes itself are not settings: agent/contract/product-annotations.ts.
  */
 
-export const PREFIX = 'secret-agent.io/';
+export const PREFIX = ANNOTATION_PREFIX;
 
 /** The label the MutatingWebhookConfiguration's objectSelector matches (see deploy/base). */
 export const OPT_IN_LABEL = `${PREFIX}inject`;
-
-/** Written by the webhook on every pod it mutated; a pod carrying it is never mutated again. */
-export const STATUS_ANNOTATION = `${PREFIX}status`;
-export const STATUS_INJECTED = 'injected';
-/**
- * Written by the webhook beside the status: the warnings it gave at admission, one per line. The API
- * server hands warnings to whoever created the pod, which for a Deployment's pods is a controller
- * that shows them nowhere; on the pod, `kubectl describe pod` shows them.
- */
-export const WARNINGS_ANNOTATION = `${PREFIX}warnings`;
 
 /** Container names the webhook adds; a pod that already uses one cannot be injected. */
 export const AGENT_CONTAINER = 'secret-agent';
@@ -205,21 +197,6 @@ export const POD_ANNOTATIONS = {
     default: 'false',
     doc: 'Opt-in: `"true"` injects the agent. The pod also needs the label `secret-agent.io/inject: "true"`, or the API server never sends it to the webhook.',
     parse: boolean,
-  }),
-  status: annotation({
-    type: 'string',
-    // Free text the webhook never parses: nothing to gain from showing it.
-    echo: 'shape',
-    default: undefined,
-    doc: 'Set by the webhook to `injected` on pods it mutated; a pod carrying it is left alone (reinvocation, re-admission). Do not set it yourself.',
-    parse: (text) => text,
-  }),
-  warnings: annotation({
-    type: 'string',
-    echo: 'shape',
-    default: undefined,
-    doc: 'Set by the webhook beside `status`: the warnings it gave when it injected the pod (a fallback it chose, a risky setting), one per line. `kubectl describe pod` shows them for pods a controller created, which never see admission warnings. Do not set it yourself.',
-    parse: (text) => text,
   }),
   mode: annotation({
     type: '`init` | `sidecar` | `init+sidecar`',

@@ -6,7 +6,8 @@
 
 export type PatchOperation =
   | { readonly op: 'add'; readonly path: string; readonly value: unknown }
-  | { readonly op: 'replace'; readonly path: string; readonly value: unknown };
+  | { readonly op: 'replace'; readonly path: string; readonly value: unknown }
+  | { readonly op: 'remove'; readonly path: string };
 
 /** One JSON Pointer reference token (RFC 6901): `~` → `~0`, `/` → `~1`. */
 export function escapePointerToken(token: string): string {

@@ -4,9 +4,7 @@ import { join } from 'node:path';
 import { requestErrorReason } from './http-request.ts';
 import { createKubernetesClient, ServiceAccountError, type KubernetesResponse } from './kubernetes-client.ts';
 import type { Notifier, NotifierDeps, NotifyOutcome, RotationEvent } from './notifier.ts';
-
-/** The pod-template annotation whose change makes the owner roll its pods. */
-export const RESTART_ANNOTATION = 'secret-agent.io/restarted-for';
+import { RESTARTED_FOR_ANNOTATION } from '../contract/product-annotations.ts';
 
 /**
  * The annotation value for a set of versions: the same for every replica that saw the same
@@ -191,17 +189,19 @@ export function createRestartOwnerNotifier(
       kind: workload.kind,
       name: workload.name,
       namespace: ns,
-      annotation: RESTART_ANNOTATION,
+      annotation: RESTARTED_FOR_ANNOTATION,
       value,
     };
-    if (current.spec?.template?.metadata?.annotations?.[RESTART_ANNOTATION] === value) {
+    if (current.spec?.template?.metadata?.annotations?.[RESTARTED_FOR_ANNOTATION] === value) {
       log.info(
         fields,
         `restart-on-change: ${workload.kind} ${workload.name} is already restarting for these versions`,
       );
       return { ok: true };
     }
-    const patch = { spec: { template: { metadata: { annotations: { [RESTART_ANNOTATION]: value } } } } };
+    const patch = {
+      spec: { template: { metadata: { annotations: { [RESTARTED_FOR_ANNOTATION]: value } } } },
+    };
     await call(ns, { ...target, verb: 'patch' }, (p) =>
       client.patch(`${p}?fieldManager=secret-agent`, patch, 'application/strategic-merge-patch+json', signal),
     );

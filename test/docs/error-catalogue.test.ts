@@ -15,6 +15,7 @@ import {
   scanErrorCatalogue,
 } from '../../docs/error-catalogue.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/annotations.ts';
+import { SERVE_EXIT } from '../../webhook/cli/exit-codes.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
@@ -110,7 +111,21 @@ describe('docs/troubleshooting.md', () => {
     const agent = readFileSync(join(root, 'agent/run-agent.ts'), 'utf8');
     const webhook = readFileSync(join(root, 'webhook/cli/serve.ts'), 'utf8');
     for (const code of ['return 1;', 'return 2;', 'process.exit(70)']) assert.ok(agent.includes(code), code);
-    for (const code of ['process.exit(2)', 'process.exit(70)']) assert.ok(webhook.includes(code), code);
+    // The webhook's codes are declared (webhook/cli/exit-codes.ts) and tabled from there: it exits with no other.
+    const exits = [...webhook.matchAll(/process\.exit\(([^)]*)\)/g)].map((m) => m[1]);
+    assert.deepEqual(
+      exits.filter((e) => !/^SERVE_EXIT\.[A-Za-z]+\.code$/.test(e!)),
+      [],
+      'serve.ts exits only with SERVE_EXIT codes',
+    );
+    assert.deepEqual(
+      [...new Set(exits)].sort(),
+      Object.keys(SERVE_EXIT)
+        .map((name) => `SERVE_EXIT.${name}.code`)
+        .sort(),
+      'every declared code is used',
+    );
+    assert.ok(guide.includes('<!-- generated:webhook-exit-codes -->'));
     assert.match(guide, /`1` a secret\s+could not be delivered/);
     assert.match(guide, /`2` invalid configuration/);
   });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { AGENT_SETTINGS, CLIENT_ENV } from '../../agent/contract/env.ts';
+import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { parseReference, type SecretReference } from '../../agent/contract/reference.ts';
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
@@ -17,7 +18,6 @@ import {
   OPT_IN_LABEL,
   POD_ANNOTATIONS,
   PREFIX,
-  STATUS_ANNOTATION,
   type Annotation,
 } from '../../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
@@ -173,7 +173,7 @@ export function checkAnnotations(md: string): SecretReference[] {
       assert.equal(typeof raw, 'string', `${key}: annotation values are strings; quote it`);
       const value = raw as string;
       const name = key.slice(PREFIX.length);
-      assert.notEqual(key, STATUS_ANNOTATION, `${key} is set by the webhook, never in a manifest`);
+      assert.ok(!isProductAnnotation(key), `${key} is written by secret-agent, never in a manifest`);
       let annotation: Annotation<unknown>;
       if (Object.hasOwn(POD_ANNOTATIONS, name)) {
         annotation = POD_ANNOTATIONS[name as keyof typeof POD_ANNOTATIONS] as Annotation<unknown>;

@@ -14,7 +14,8 @@ import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-pat
  * A local HTTPS stand-in for the few Kubernetes API endpoints the webhook uses, speaking the
  * real API's shapes: objects with metadata.resourceVersion, optimistic concurrency on PUT (409
  * Conflict), 409 AlreadyExists on POST, 404 NotFound, metav1.Status error bodies, bearer-token
- * auth, JSON Patch on MutatingWebhookConfigurations, and GET /version (a version.Info, readable
+ * auth, RBAC (403 Forbidden with the API server's own message, checked before existence as there),
+ * JSON Patch on MutatingWebhookConfigurations, and GET /version (a version.Info, readable
  * without a token as system:public-info-viewer allows). Objects it stores and the version it
  * reports are validated with kubernetes-models, as the API server's own types are.
  */
@@ -60,6 +61,13 @@ export interface FakeKubernetesApi {
   /** PEM of the CA that signed the fake's serving certificate. */
   readonly ca: string;
   readonly token: string;
+  /** `system:serviceaccount:NS:NAME`, as RBAC messages name the caller. */
+  readonly user: string;
+  /**
+   * The RBAC rules the token's user holds, as `verb resource` (e.g. `get secrets`); default: what
+   * deploy/overlays/self-managed/rbac.yaml grants. Delete one to act out an installation without it.
+   */
+  readonly allowed: Set<string>;
   /** Every request, in order, as "METHOD path". */
   readonly log: string[];
   secret(namespace: string, name: string): KubeObject | undefined;
@@ -86,7 +94,57 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
+/** What the API server's authorizer checks a request as: verb, resource, group, namespace, name. */
+interface Attributes {
+  readonly verb: string;
+  readonly resource: string;
+  readonly group: string;
+  readonly namespace?: string;
+  readonly name?: string;
+}
+
+/**
+ * The apiserver's 403 for a resource request (responsewriters.forbiddenMessage wrapped by
+ * errors.NewForbidden): `secrets "x" is forbidden: User "u" cannot get resource "secrets" in API
+ * group "" in the namespace "ns"`; without a name (create) `secrets is forbidden: …`; cluster-scoped
+ * `… at the cluster scope`.
+ */
+function forbidden(res: ServerResponse, user: string, a: Attributes): void {
+  const qualified = a.group === '' ? a.resource : `${a.resource}.${a.group}`;
+  const scope = a.namespace === undefined ? 'at the cluster scope' : `in the namespace "${a.namespace}"`;
+  writeStatus(
+    res,
+    403,
+    'Forbidden',
+    `${qualified}${a.name === undefined ? '' : ` "${a.name}"`} is forbidden: User "${user}" cannot ${a.verb} resource "${a.resource}" in API group "${a.group}" ${scope}`,
+    {
+      ...(a.name === undefined ? {} : { name: a.name }),
+      ...(a.group === '' ? {} : { group: a.group }),
+      kind: a.resource,
+    },
+  );
+}
+
+const VERBS: Readonly<Record<string, string>> = {
+  GET: 'get',
+  POST: 'create',
+  PUT: 'update',
+  PATCH: 'patch',
+  DELETE: 'delete',
+};
+
+export async function startFakeKubernetesApi(
+  options: { serviceAccount?: { namespace: string; name: string } } = {},
+): Promise<FakeKubernetesApi> {
+  const sa = options.serviceAccount ?? { namespace: 'secret-agent', name: 'secret-agent-webhook' };
+  const user = `system:serviceaccount:${sa.namespace}:${sa.name}`;
+  const allowed = new Set([
+    'get secrets',
+    'update secrets',
+    'create secrets',
+    'get mutatingwebhookconfigurations',
+    'patch mutatingwebhookconfigurations',
+  ]);
   const now = new Date();
   const ca = await issueCertificateAuthority('fake kubernetes CA', now, 86_400_000);
   const serving = await issueServingCertificate(ca, ['kubernetes.default.svc'], now, 86_400_000, [
@@ -143,9 +201,18 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
       return writeStatus(res, answer.status, answer.reason, answer.message, {});
     }
 
+    const verb = VERBS[method] ?? method.toLowerCase();
     let m = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (m) {
       const [, namespace, name] = m as unknown as [string, string, string | undefined];
+      if (!allowed.has(`${verb} secrets`))
+        return forbidden(res, user, {
+          verb,
+          resource: 'secrets',
+          group: '',
+          namespace,
+          ...(name === undefined ? {} : { name }),
+        });
       const key = (n: string) => `${namespace}/${n}`;
       const notFound = (n: string) =>
         writeStatus(res, 404, 'NotFound', `secrets "${n}" not found`, { name: n, kind: 'secrets' });
@@ -218,6 +285,13 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
       const name = m[1]!;
       const current = configs.get(name);
       const details = { name, group: 'admissionregistration.k8s.io', kind: 'mutatingwebhookconfigurations' };
+      if (!allowed.has(`${verb} mutatingwebhookconfigurations`))
+        return forbidden(res, user, {
+          verb,
+          resource: 'mutatingwebhookconfigurations',
+          group: 'admissionregistration.k8s.io',
+          name,
+        });
       if (!current)
         return writeStatus(
           res,
@@ -266,6 +340,8 @@ export async function startFakeKubernetesApi(): Promise<FakeKubernetesApi> {
     baseUrl: `https://127.0.0.1:${port}`,
     ca: ca.cert,
     token,
+    user,
+    allowed,
     log,
     secret: (namespace, name) => secrets.get(`${namespace}/${name}`),
     webhookConfiguration: (name) => configs.get(name),

@@ -41,14 +41,14 @@ export interface KubernetesWorkloadsFake {
   readonly user: string;
   /** The RBAC rules granted, as `verb resource` (e.g. `patch deployments`). */
   readonly allowed: Set<string>;
-  addDeployment(namespace: string, name: string, replicas: number): string[];
-  addStatefulSet(namespace: string, name: string, replicas: number): string[];
-  addDaemonSet(namespace: string, name: string, nodes: number): string[];
+  addDeployment(namespace: string, name: string, replicas: number, template?: PodTemplate): string[];
+  addStatefulSet(namespace: string, name: string, replicas: number, template?: PodTemplate): string[];
+  addDaemonSet(namespace: string, name: string, nodes: number, template?: PodTemplate): string[];
   /** A pod owned by a Job (batch/v1); the Job itself is not served. */
   addJobPod(namespace: string, job: string): string;
   /** A pod owned by a ReplicaSet that no Deployment owns. */
   addReplicaSetPod(namespace: string, replicaSet: string): string;
-  addBarePod(namespace: string, name: string): string;
+  addBarePod(namespace: string, name: string, template?: PodTemplate): string;
   /** An Opaque Secret; each value is stored base64-encoded in `data`, as the API serves it. Returns it as stored. */
   addSecret(namespace: string, name: string, data: Record<string, string | Uint8Array>): Json;
   object(resource: Resource, namespace: string, name: string): Json | undefined;
@@ -63,6 +63,19 @@ export interface KubernetesWorkloadsFake {
   failNext(code: 429 | 500 | 503, times?: number): void;
   readonly requests: readonly SeenRequest[];
   stop(): Promise<void>;
+}
+
+/**
+ * A pod template as a manifest writes it (labels, annotations, spec); default: one container, no
+ * annotations. Workloads keep it as their spec.template (with their selector label added) and their
+ * pods are made from it, as the controllers make them.
+ */
+export interface PodTemplate {
+  readonly metadata?: {
+    readonly labels?: Record<string, string>;
+    readonly annotations?: Record<string, string>;
+  };
+  readonly spec: Json;
 }
 
 const GROUP: Readonly<Record<Resource, '' | 'apps'>> = {
@@ -116,7 +129,14 @@ function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const podSpec = () => ({ containers: [{ name: 'app', image: 'registry.example/app:1' }] });
+const defaultTemplate = (): PodTemplate => ({
+  spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+});
+/** The template's metadata with `labels` added to its own. */
+const templateMeta = (template: PodTemplate, labels: Record<string, string>): Json => ({
+  ...template.metadata,
+  labels: { ...template.metadata?.labels, ...labels },
+});
 const suffix = (n: number) => randomBytes(8).toString('hex').slice(0, n);
 
 export async function startKubernetesWorkloadsFake(
@@ -164,19 +184,34 @@ export async function startKubernetesWorkloadsFake(
       blockOwnerDeletion: true,
     };
   };
-  const addWorkload = (resource: Resource, ns: string, name: string, extraSpec: Json): Json =>
+  const addWorkload = (
+    resource: Resource,
+    ns: string,
+    name: string,
+    template: PodTemplate,
+    extraSpec: Json,
+  ): Json =>
     put(resource, ns, name, {
       metadata: { labels: { app: name } },
       spec: {
         selector: { matchLabels: { app: name } },
-        template: { metadata: { labels: { app: name } }, spec: podSpec() },
+        template: { metadata: templateMeta(template, { app: name }), spec: template.spec },
         ...extraSpec,
       },
     });
-  const addPod = (ns: string, name: string, owners: unknown[], labels: Json = {}): string => {
+  const addPod = (
+    ns: string,
+    name: string,
+    owners: unknown[],
+    labels: Record<string, string> = {},
+    template: PodTemplate = defaultTemplate(),
+  ): string => {
     put('pods', ns, name, {
-      metadata: { labels, ...(owners.length ? { ownerReferences: owners } : {}) },
-      spec: podSpec(),
+      metadata: {
+        ...templateMeta(template, labels),
+        ...(owners.length ? { ownerReferences: owners } : {}),
+      },
+      spec: template.spec,
     });
     return name;
   };
@@ -470,34 +505,32 @@ export async function startKubernetesWorkloadsFake(
       'get daemonsets',
       'patch daemonsets',
     ]),
-    addDeployment(ns, name, replicas) {
-      const deployment = addWorkload('deployments', ns, name, { replicas });
+    addDeployment(ns, name, replicas, template = defaultTemplate()) {
+      const deployment = addWorkload('deployments', ns, name, template, { replicas });
       const hash = suffix(10);
+      const labels = { app: name, 'pod-template-hash': hash };
       const rs = put('replicasets', ns, `${name}-${hash}`, {
-        metadata: {
-          labels: { app: name, 'pod-template-hash': hash },
-          ownerReferences: [ownerRef(deployment)],
-        },
+        metadata: { labels, ownerReferences: [ownerRef(deployment)] },
         spec: {
           replicas,
-          selector: { matchLabels: { app: name, 'pod-template-hash': hash } },
-          template: { metadata: { labels: { app: name, 'pod-template-hash': hash } }, spec: podSpec() },
+          selector: { matchLabels: labels },
+          template: { metadata: templateMeta(template, labels), spec: template.spec },
         },
       });
       return Array.from({ length: replicas }, () =>
-        addPod(ns, `${name}-${hash}-${suffix(5)}`, [ownerRef(rs)], { app: name, 'pod-template-hash': hash }),
+        addPod(ns, `${name}-${hash}-${suffix(5)}`, [ownerRef(rs)], labels, template),
       );
     },
-    addStatefulSet(ns, name, replicas) {
-      const set = addWorkload('statefulsets', ns, name, { replicas, serviceName: name });
+    addStatefulSet(ns, name, replicas, template = defaultTemplate()) {
+      const set = addWorkload('statefulsets', ns, name, template, { replicas, serviceName: name });
       return Array.from({ length: replicas }, (_, i) =>
-        addPod(ns, `${name}-${i}`, [ownerRef(set)], { app: name }),
+        addPod(ns, `${name}-${i}`, [ownerRef(set)], { app: name }, template),
       );
     },
-    addDaemonSet(ns, name, nodes) {
-      const set = addWorkload('daemonsets', ns, name, {});
+    addDaemonSet(ns, name, nodes, template = defaultTemplate()) {
+      const set = addWorkload('daemonsets', ns, name, template, {});
       return Array.from({ length: nodes }, () =>
-        addPod(ns, `${name}-${suffix(5)}`, [ownerRef(set)], { app: name }),
+        addPod(ns, `${name}-${suffix(5)}`, [ownerRef(set)], { app: name }, template),
       );
     },
     addJobPod(ns, job) {
@@ -517,13 +550,13 @@ export async function startKubernetesWorkloadsFake(
         spec: {
           replicas: 1,
           selector: { matchLabels: { app: replicaSet } },
-          template: { metadata: { labels: { app: replicaSet } }, spec: podSpec() },
+          template: { metadata: { labels: { app: replicaSet } }, spec: defaultTemplate().spec },
         },
       });
       return addPod(ns, `${replicaSet}-${suffix(5)}`, [ownerRef(rs)], { app: replicaSet });
     },
-    addBarePod(ns, name) {
-      return addPod(ns, name, []);
+    addBarePod(ns, name, template) {
+      return addPod(ns, name, [], {}, template);
     },
     addSecret(ns, name, data) {
       const encoded = Object.fromEntries(

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { AGENT_SETTINGS, SECRET_SETTINGS, type SecretEnvInput } from '../../agent/contract/env.ts';
 import { validateRelativePath } from '../../agent/contract/path.ts';
+import { PRODUCT_ANNOTATIONS } from '../../agent/contract/product-annotations.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../../webhook/annotations.ts';
 import { canary } from '../support/canary.ts';
 
@@ -829,7 +830,6 @@ export const configFileText: fc.Arbitrary<{ text: string; json: boolean }> = fc.
 
 const podAnnotationSamples: Readonly<Record<string, readonly string[]>> = {
   inject: ['true'],
-  status: ['injected', 'pending'],
   mode: ['init', 'sidecar', 'init+sidecar', 'both'],
   'mount-path': [
     '/etc/secrets',
@@ -977,6 +977,14 @@ const ourAnnotation: fc.Arbitrary<[string, string]> = fc.oneof(
       .chain(([setting, file]) =>
         fc.tuple(fc.constant(`${PREFIX}${setting}-${file}`), fileAnnotationValue(setting)),
       ),
+  },
+  {
+    // What the agent and the webhook write: admitted whatever the value, never echoed.
+    weight: 1,
+    arbitrary: fc.tuple(
+      fc.constantFrom(...PRODUCT_ANNOTATIONS.map((a) => a.key)),
+      fc.oneof(fc.constantFrom('injected', 'pending', '5f0c3a9e1b2d4c6f', ''), rejectedCanary, hugeText),
+    ),
   },
   {
     weight: 1,

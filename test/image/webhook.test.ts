@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { startFakeKubernetesApi } from '../fakes/kubernetes-api.ts';
+import { freePort } from '../support/moto.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { ROOT } from '../support/run-agent.ts';
 import { basicPod, decodePatch, mutate, review, validatePod } from '../webhook/fixtures.ts';
@@ -149,5 +153,54 @@ describe('the webhook image, run by podman (read-only root, no capabilities, no 
           /^secret-agent-webhook: invalid configuration\n( {2}\S+: .+ Fix: .+\n)+$/,
         );
       });
+  });
+
+  it('self-managed TLS without its RBAC: exit 77 naming the permission and the manifest, no stack', async () => {
+    const { manifest } = builtImages();
+    const api = await startFakeKubernetesApi();
+    api.allowed.delete('get secrets');
+    // The service-account files, where the kubelet mounts them, readable by the image's user.
+    const account = mkdtempSync(join(tmpdir(), 'serviceaccount-'));
+    chmodSync(account, 0o755);
+    for (const [file, text] of [
+      ['token', api.token],
+      ['ca.crt', api.ca],
+      ['namespace', 'secret-agent'],
+    ] as const)
+      writeFileSync(join(account, file), text, { mode: 0o644 });
+    try {
+      const run = await runContainer({
+        image: manifest.images.webhook.ref,
+        network: 'host',
+        env: {
+          AGENT_IMAGE: manifest.images.agent.ref,
+          TLS_MODE: 'self-managed',
+          WEBHOOK_NAMESPACE: 'secret-agent',
+          WEBHOOK_PORT: String(await freePort()),
+          WEBHOOK_HOST: '127.0.0.1',
+          NATIVE_SIDECARS: 'true',
+          KUBERNETES_SERVICE_HOST: '127.0.0.1',
+          KUBERNETES_SERVICE_PORT: new URL(api.baseUrl).port,
+        },
+        mounts: [
+          { host: account, container: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true },
+        ],
+      });
+      assert.equal(run.code, 77, run.stderr);
+      assert.match(
+        run.stderr,
+        /^secret-agent-webhook: missing permission\n {2}the webhook's service account may not get secrets "secret-agent-webhook-tls" in namespace "secret-agent", which self-managed TLS needs \(GET \S+: 403 Forbidden: secrets "secret-agent-webhook-tls" is forbidden: User "system:serviceaccount:secret-agent:secret-agent-webhook" cannot get resource "secrets" in API group "" in the namespace "secret-agent"\)\. Fix: apply the Role secret-agent-webhook-tls and its RoleBinding from deploy\/overlays\/self-managed\/rbac\.yaml .+; its resourceNames must include "secret-agent-webhook-tls"\n$/,
+      );
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      const line = run.logs.find((l) => l.msg === 'missing permission');
+      assert.deepEqual(
+        line && [line.level, line.verb, line.resource, line.group, line.name, line.namespace],
+        ['error', 'get', 'secrets', '', 'secret-agent-webhook-tls', 'secret-agent'],
+      );
+      assert.ok(api.log.includes('GET /api/v1/namespaces/secret-agent/secrets/secret-agent-webhook-tls'));
+    } finally {
+      await api.close();
+      rmSync(account, { recursive: true, force: true });
+    }
   });
 });

@@ -11,7 +11,8 @@ import type { SidecarSettings } from '../../agent/contract/env.ts';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { Notifier, RotationEvent } from '../../agent/notify/notifier.ts';
 import { createKubernetesClient, type PatchType } from '../../agent/notify/kubernetes-client.ts';
-import { RESTART_ANNOTATION, restartValue } from '../../agent/notify/restart-owner.ts';
+import { RESTARTED_FOR_ANNOTATION } from '../../agent/contract/product-annotations.ts';
+import { restartValue } from '../../agent/notify/restart-owner.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import {
   startKubernetesWorkloadsFake,
@@ -79,7 +80,7 @@ describe('RESTART_ON_CHANGE: restarts the pod’s owner through the Kubernetes A
       fake.object(resource, NS, name)?.spec as {
         template: { metadata: { annotations?: Record<string, string> } };
       }
-    ).template.metadata.annotations ?? {})[RESTART_ANNOTATION];
+    ).template.metadata.annotations ?? {})[RESTARTED_FOR_ANNOTATION];
   const patches = () => fake.requests.filter((r) => r.method === 'PATCH');
 
   before(async () => {
@@ -369,7 +370,7 @@ describe('RESTART_ON_CHANGE: restarts the pod’s owner through the Kubernetes A
 
       const invalid = await client.patch(
         path,
-        { spec: { template: { metadata: { annotations: { [RESTART_ANNOTATION]: 5 } } } } },
+        { spec: { template: { metadata: { annotations: { [RESTARTED_FOR_ANNOTATION]: 5 } } } } },
         'application/merge-patch+json',
         signal,
       );

@@ -749,6 +749,7 @@ describe('canaries', () => {
       }),
       basicPod({ ...db, 'secret-agent.io/rotation-http-url': `arn:aws:${value}` }),
       basicPod({ ...db, 'secret-agent.io/status': value, 'secret-agent.io/mode': 'x' }),
+      basicPod({ ...db, 'secret-agent.io/restarted-for': value, 'secret-agent.io/mode': 'x' }),
       basicPod({ ...db, 'secret-agent.io/token': value }),
       basicPod({ ...db, 'secret-agent.io/secret-a b': value }),
       basicPod({ ...db, 'secret-agent.io/format-c': value }),
@@ -1252,8 +1253,6 @@ describe('what a refusal shows of a bad value (each annotation declares it)', ()
           .map(([n, a]) => [n, a.echo]),
       );
     assert.deepEqual(echo(POD_ANNOTATIONS), {
-      status: 'shape',
-      warnings: 'shape',
       'rotation-http-url': 'url',
       'rotation-command': 'shape',
     });

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import { WARNINGS_ANNOTATION } from '../../webhook/annotations.ts';
+import { WARNINGS_ANNOTATION } from '../../agent/contract/product-annotations.ts';
 import {
   basicPod,
   containerEnv,

@@ -319,6 +319,54 @@ describe('render --check', () => {
     assert.equal(podOf(docs[0]!).metadata.annotations?.[STATUS], 'injected');
   });
 
+  it('a Deployment restarted by restart-on-change (the agent’s restarted-for on its template) passes', async () => {
+    const restarted = deployment('web', {
+      'secret-agent.io/secret-db': 'aws:prod/db',
+      'secret-agent.io/restart-on-change': 'true',
+      'secret-agent.io/restarted-for': '5f0c3a9e1b2d4c6f',
+    });
+    assert.deepEqual(await render(['--check', '-f', '-'], { stdin: yaml(restarted) }), {
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
+    const run = await render(['-f', '-', '--cluster-version', '1.31'], { stdin: yaml(restarted) });
+    assert.equal(run.code, 0, run.stderr);
+    const annotations = podOf(yamlDocs(run.stdout)[0]!).metadata.annotations;
+    assert.equal(annotations?.['secret-agent.io/restarted-for'], '5f0c3a9e1b2d4c6f');
+    assert.equal(annotations?.[STATUS], 'injected');
+  });
+
+  it('the annotation without the label is an error: its pods would run without their secrets', async () => {
+    const unlabelled = deployment('web', { 'secret-agent.io/secret-db': 'aws:prod/db' }, { labelled: false });
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'one-off', annotations: { 'secret-agent.io/inject': 'true' } },
+      spec: { containers: [{ name: 'app', image: 'nginx:1.27' }] },
+    } satisfies PodDoc;
+    const optedOut = deployment('off', { 'secret-agent.io/inject': 'false' }, { labelled: false });
+    const run = await render(['--check', '-f', '-', '-n', 'shop'], {
+      stdin: yaml(good, unlabelled, pod as Obj, optedOut),
+    });
+    assert.deepEqual(run, {
+      code: 1,
+      stdout: '',
+      stderr: [
+        'Deployment/shop/web: not injected: it has the annotation secret-agent.io/inject but not the label secret-agent.io/inject: "true", so the API server never sends its pods to the webhook. Fix: add the label secret-agent.io/inject: "true" to spec.template.metadata.labels',
+        'Pod/shop/one-off: not injected: it has the annotation secret-agent.io/inject but not the label secret-agent.io/inject: "true", so the API server never sends its pods to the webhook. Fix: add the label secret-agent.io/inject: "true" to metadata.labels',
+        '',
+      ].join('\n'),
+    });
+    // Labelled, it passes.
+    const fixed = deployment('web', { 'secret-agent.io/secret-db': 'aws:prod/db' });
+    assert.deepEqual(await render(['--check', '-f', '-'], { stdin: yaml(fixed, optedOut) }), {
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
+  });
+
   it('an opted-in pod the API server would refuse too is reported, not a crash', async () => {
     const broken = deployment('broken', { 'secret-agent.io/secret-db': 'aws:prod/db' });
     ((broken.spec as { template: { spec: { containers: unknown[] } } }).template.spec
@@ -400,7 +448,7 @@ describe('render: input', () => {
     );
   });
 
-  it('a template with the annotation but not the label passes unchanged, with a warning naming the fix', async () => {
+  it('without --check, a template with the annotation but not the label passes unchanged, with a warning naming the fix', async () => {
     const unlabelled = deployment('web', { 'secret-agent.io/secret-db': 'aws:prod/db' }, { labelled: false });
     const input = `# keep me\n${yaml(unlabelled)}`;
     const run = await render(['-f', '-', '-n', 'shop', '--cluster-version', '1.31'], { stdin: input });

@@ -8,6 +8,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { parseWebhookConfig } from '../../webhook/config.ts';
 import { KubernetesApi, KubernetesApiError } from '../../webhook/kubernetes-api.ts';
+import { MissingPermissionError, type Permission } from '../../webhook/missing-permission.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { SelfManagedTls, type ServingMaterial } from '../../webhook/tls/self-managed.ts';
 import { startFakeKubernetesApi, type FakeKubernetesApi } from '../fakes/kubernetes-api.ts';
@@ -172,6 +173,100 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
       replica().reconcile(),
       (e: unknown) => e instanceof KubernetesApiError && e.status === 401,
     );
+  });
+
+  describe('a permission the installation lacks: MissingPermissionError naming it and its manifest', () => {
+    const secret = { resource: 'secrets', group: '', namespace: NAMESPACE } as const;
+    const configuration = {
+      resource: 'mutatingwebhookconfigurations',
+      group: 'admissionregistration.k8s.io',
+      name: CONFIGURATION,
+    } as const;
+    const ROLE =
+      /^apply the Role secret-agent-webhook-tls and its RoleBinding from deploy\/overlays\/self-managed\/rbac\.yaml /;
+    const CLUSTER_ROLE =
+      /^apply the ClusterRole secret-agent-webhook-cabundle and its ClusterRoleBinding from deploy\/overlays\/self-managed\/rbac\.yaml /;
+    const cases: {
+      rule: string;
+      /** Makes the call that needs the rule happen: a Secret to renew, for update. */
+      setup?: () => Promise<void>;
+      permission: Permission;
+      problem: RegExp;
+      fix: RegExp;
+    }[] = [
+      {
+        rule: 'get secrets',
+        permission: { ...secret, verb: 'get', name: SECRET },
+        problem:
+          /^the webhook's service account may not get secrets "secret-agent-webhook-tls" in namespace "secret-agent", which self-managed TLS needs \(GET \S+: 403 Forbidden: secrets "secret-agent-webhook-tls" is forbidden: User "system:serviceaccount:secret-agent:secret-agent-webhook" cannot get resource "secrets" in API group "" in the namespace "secret-agent"\)$/,
+        fix: new RegExp(`${ROLE.source}.*; its resourceNames must include "secret-agent-webhook-tls"$`),
+      },
+      {
+        rule: 'create secrets',
+        permission: { ...secret, verb: 'create' },
+        problem:
+          /may not create secrets in namespace "secret-agent", .*: secrets is forbidden: User .* cannot create resource "secrets"/,
+        fix: new RegExp(`${ROLE.source}.*namespace$`),
+      },
+      {
+        rule: 'update secrets',
+        setup: async () => {
+          await replica().reconcile();
+          clock = new Date(clock.getTime() + 120 * HOUR); // the serving cert is due
+        },
+        permission: { ...secret, verb: 'update', name: SECRET },
+        problem: /may not update secrets "secret-agent-webhook-tls" in namespace "secret-agent", /,
+        fix: ROLE,
+      },
+      {
+        rule: 'get mutatingwebhookconfigurations',
+        permission: { ...configuration, verb: 'get' },
+        problem:
+          /may not get mutatingwebhookconfigurations\.admissionregistration\.k8s\.io "secret-agent" \(cluster-scoped\), .* at the cluster scope\)$/,
+        fix: new RegExp(`${CLUSTER_ROLE.source}.*; its resourceNames must include "secret-agent"$`),
+      },
+      {
+        rule: 'patch mutatingwebhookconfigurations',
+        permission: { ...configuration, verb: 'patch' },
+        problem: /may not patch mutatingwebhookconfigurations\.admissionregistration\.k8s\.io "secret-agent"/,
+        fix: CLUSTER_ROLE,
+      },
+    ];
+    for (const c of cases)
+      it(`without ${c.rule}`, async () => {
+        await c.setup?.();
+        fake.allowed.delete(c.rule);
+        const error = await replica()
+          .reconcile()
+          .then(
+            () => assert.fail('reconciled without the permission'),
+            (e: unknown) => e,
+          );
+        assert.ok(error instanceof MissingPermissionError, String(error));
+        assert.deepEqual(error.permission, c.permission);
+        assert.match(error.problem, c.problem);
+        assert.match(error.fix, c.fix);
+        assert.equal(error.message, `${error.problem}. Fix: ${error.fix}`);
+      });
+
+    it('startWebhook rejects with it before serving', async () => {
+      fake.allowed.delete('get secrets');
+      const config = parseWebhookConfig({
+        AGENT_IMAGE,
+        WEBHOOK_PORT: '0',
+        WEBHOOK_HOST: '127.0.0.1',
+        TLS_MODE: 'self-managed',
+        WEBHOOK_NAMESPACE: NAMESPACE,
+      });
+      await assert.rejects(
+        startWebhook(config, {
+          log: silent,
+          kubernetes: () => ({ baseUrl: fake.baseUrl, ca: fake.ca, tokenFile }),
+        }),
+        (e: unknown) => e instanceof MissingPermissionError && e.permission.verb === 'get',
+      );
+      assert.equal(fake.secret(NAMESPACE, SECRET), undefined);
+    });
   });
 
   it('serves HTTPS end to end with the cert it stored, trusted through the patched caBundle', async () => {

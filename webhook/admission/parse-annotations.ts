@@ -2,6 +2,7 @@ import type { SecretFormat } from '../../agent/contract/env.ts';
 import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
+import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
 import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
@@ -39,7 +40,8 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   const fileValues = new Map<string, Map<FileAnnotationName, string>>();
 
   for (const [key, value] of Object.entries(annotations)) {
-    if (!key.startsWith(PREFIX)) continue;
+    // What the agent or the webhook wrote (a restart's template annotation) is not a setting: kept as is.
+    if (!key.startsWith(PREFIX) || isProductAnnotation(key)) continue;
     const name = key.slice(PREFIX.length);
     if (Object.hasOwn(POD_ANNOTATIONS, name)) {
       podValues.set(name as PodAnnotationName, value);

@@ -1,4 +1,5 @@
 import { WEBHOOK_SETTINGS } from '../config.ts';
+import { SERVE_EXIT } from './exit-codes.ts';
 import { POD_TEMPLATE_PATHS } from './pod-templates.ts';
 
 /**
@@ -21,9 +22,15 @@ export function programHelp(): string {
     `       ${PROGRAM} --help | --version`,
     '',
     ...wrap(
-      'Without arguments it serves POST /mutate, /healthz, /readyz and /metrics over HTTPS, configured by the settings below. Exit status: 2 invalid configuration; 70 an unexpected fault at start-up.',
+      'Without arguments it serves POST /mutate, /healthz, /readyz and /metrics over HTTPS, configured by the settings below.',
       0,
     ),
+    '',
+    'Exit status:',
+    ...Object.values(SERVE_EXIT).flatMap((e) => {
+      const [first = '', ...rest] = wrap(e.meaning, 6);
+      return [`  ${String(e.code).padEnd(4)}${first.trimStart()}`, ...rest];
+    }),
     '',
     'Settings: environment variables, or the same names as keys of the YAML file WEBHOOK_CONFIG_FILE',
     '(the environment wins).',
@@ -47,7 +54,8 @@ export function renderHelp(): string {
     '',
     'Options:',
     '  -f, --file FILE|-          A manifest file (YAML stream or JSON object), - for stdin. Repeatable.',
-    '  --check                    Print no manifests; only report what would be refused.',
+    '  --check                    Print no manifests; only report what would be refused, and (as an',
+    '                             error) a template with the annotation but not the label.',
     '  -n, --namespace NAMESPACE  For objects that name none (default: default).',
     '  --agent-image IMAGE        The agent image; wins over AGENT_IMAGE. One of them is required.',
     "  --cluster-version X.Y      The cluster's Kubernetes version: native sidecars from 1.29 on,",
@@ -66,7 +74,7 @@ export function renderHelp(): string {
     '',
     'Exit status:',
     '  0  every object would be admitted',
-    '  1  at least one would be refused (the others are still printed)',
+    '  1  at least one would be refused (the others are still printed), or with --check lacks the label',
     '  2  bad arguments or settings, or input that cannot be read (nothing is printed)',
     '  70 a bug (please report it)',
     '',

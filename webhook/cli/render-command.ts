@@ -9,7 +9,9 @@ import { renderSettings } from './render-settings.ts';
 
 /**
  * `secret-agent-webhook render`: arguments → settings → manifests in → admission → manifests out.
- * Exit status: 0 all admitted; 1 some object would be refused; 2 bad arguments, settings or input.
+ * Exit status: 0 all admitted; 1 some object would be refused (with --check also: one asks for
+ * injection without the opt-in label, so its pods would run without their secrets); 2 bad arguments,
+ * settings or input.
  */
 
 export interface RenderIO {
@@ -54,7 +56,7 @@ export async function runRender(args: readonly string[], io: RenderIO): Promise<
   // --check is for CI: silent unless something is wrong.
   if (settings.note && !options.check) io.stderr(`${settings.note}\n`);
 
-  const context = { defaults: settings.defaults, namespace: options.namespace };
+  const context = { defaults: settings.defaults, namespace: options.namespace, check: options.check };
   const output: OutputDocument[] = [];
   let refused = 0;
   for (const source of sources)

@@ -15,6 +15,11 @@ export interface RenderContext {
   readonly defaults: InjectionDefaults;
   /** For objects that name none (kubectl's --namespace). */
   readonly namespace: string;
+  /**
+   * --check: a template that asks for injection but would run without it (no opt-in label) fails the
+   * check, as a refusal does; rendering only warns, and prints it unchanged.
+   */
+  readonly check?: boolean;
 }
 
 /** One line for the user about one object. Messages come from the admission code, which never echoes values. */
@@ -33,7 +38,7 @@ export interface RenderedDocument {
   /** The document with every injection applied and refused objects left out; undefined: all of it refused. */
   readonly value: unknown;
   readonly changed: boolean;
-  /** Objects that would be refused (and are not in `value`). */
+  /** Objects that would be refused, or fail --check (and are not in `value`). */
   readonly refused: number;
   readonly diagnostics: readonly Diagnostic[];
 }
@@ -94,13 +99,14 @@ function renderObject(object: JsonObject, context: RenderContext, diagnostics: D
   const labelled = isJsonObject(podMeta.labels) && podMeta.labels[INJECT] === 'true';
   const annotation = isJsonObject(podMeta.annotations) ? podMeta.annotations[INJECT] : undefined;
   if (!labelled) {
-    // The MutatingWebhookConfiguration's objectSelector: such pods never reach the webhook.
-    if (annotation !== undefined && annotation !== 'false')
-      tell(
-        'warning',
-        `not injected: it has the annotation ${INJECT} but not the label ${INJECT}: "true", so the API server never sends its pods to the webhook. Fix: add the label ${INJECT}: "true" to ${where}metadata.labels`,
-      );
-    return { outcome: 'unchanged', value: object };
+    // The MutatingWebhookConfiguration's objectSelector: such pods never reach the webhook, and run
+    // without their secrets.
+    if (annotation === undefined || annotation === 'false') return { outcome: 'unchanged', value: object };
+    tell(
+      context.check ? 'refused' : 'warning',
+      `not injected: it has the annotation ${INJECT} but not the label ${INJECT}: "true", so the API server never sends its pods to the webhook. Fix: add the label ${INJECT}: "true" to ${where}metadata.labels`,
+    );
+    return context.check ? { outcome: 'refused' } : { outcome: 'unchanged', value: object };
   }
   if (EXCLUDED_NAMESPACES.has(namespace)) {
     if (annotation !== undefined && annotation !== 'false')

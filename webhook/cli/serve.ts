@@ -2,12 +2,14 @@ import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { createLogger } from '../../agent/log.ts';
 import { parseWebhookConfig } from '../config.ts';
 import { inClusterApiOptions } from '../kubernetes-api.ts';
+import { MissingPermissionError } from '../missing-permission.ts';
 import { startWebhook } from '../start.ts';
 import { TurnWriter } from '../turn-writer.ts';
+import { SERVE_EXIT } from './exit-codes.ts';
 
 /**
  * The program without arguments: the webhook server, configured by env (and WEBHOOK_CONFIG_FILE),
- * until SIGTERM. Exit codes: 2 invalid configuration; 70 an unexpected fault at start-up.
+ * until SIGTERM. Exit codes: webhook/cli/exit-codes.ts.
  */
 export async function serve(): Promise<void> {
   let config;
@@ -29,14 +31,16 @@ export async function serve(): Promise<void> {
   } catch (e) {
     // Certificate files, the port, the host: settings the user fixes, not a fault of ours.
     if (e instanceof ConfigErrors) invalidConfiguration(e);
+    // An RBAC rule the installation lacks: neither a setting nor a bug.
+    if (e instanceof MissingPermissionError) missingPermission(e);
     throw e;
   }
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down');
     // Endpoints removal races SIGTERM; in-flight admissions finish before close() resolves.
     webhook.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
+      () => process.exit(SERVE_EXIT.stopped.code),
+      () => process.exit(SERVE_EXIT.closeFailed.code),
     );
   };
   process.once('SIGTERM', shutdown);
@@ -44,8 +48,8 @@ export async function serve(): Promise<void> {
 }
 
 /**
- * Exit 2: each problem as text on stderr for a person (`kubectl logs`, the termination message), and
- * as one JSON line on stdout for log search, as the agent reports its own.
+ * Each problem as text on stderr for a person (`kubectl logs`, the termination message), and as one
+ * JSON line on stdout for log search, as the agent reports its own.
  */
 function invalidConfiguration(e: ConfigErrors): never {
   process.stderr.write(
@@ -56,14 +60,24 @@ function invalidConfiguration(e: ConfigErrors): never {
     process.stdout.write(
       `${JSON.stringify({ level: 'error', time, component: 'webhook', field: err.field, problem: err.problem, fix: err.fix, msg: 'invalid configuration' })}\n`,
     );
-  process.exit(2);
+  process.exit(SERVE_EXIT.invalidConfiguration.code);
 }
 
-/** A fault nothing above handled: name, message and stack (from our code), exit 70. */
+/** The same two ways: what is missing and the manifest that grants it; no stack, it is not our fault. */
+function missingPermission(e: MissingPermissionError): never {
+  process.stderr.write(`secret-agent-webhook: missing permission\n  ${e.message}\n`);
+  const { verb, resource, group, name, namespace } = e.permission;
+  process.stdout.write(
+    `${JSON.stringify({ level: 'error', time: new Date().toISOString(), component: 'webhook', verb, resource, group, ...(name !== undefined ? { name } : {}), ...(namespace !== undefined ? { namespace } : {}), problem: e.problem, fix: e.fix, msg: 'missing permission' })}\n`,
+  );
+  process.exit(SERVE_EXIT.missingPermission.code);
+}
+
+/** A fault nothing above handled: name, message and stack (from our code). */
 export function startupFailed(e: unknown): never {
   const err = e as Error;
   process.stderr.write(
     `secret-agent-webhook: start-up failed: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
   );
-  process.exit(70);
+  process.exit(SERVE_EXIT.internal.code);
 }

@@ -1,5 +1,9 @@
 import type { ContainerShape, PodShape } from '../admission/review.ts';
-import { STATUS_ANNOTATION, STATUS_INJECTED, WARNINGS_ANNOTATION } from '../annotations.ts';
+import {
+  STATUS_ANNOTATION,
+  STATUS_INJECTED,
+  WARNINGS_ANNOTATION,
+} from '../../agent/contract/product-annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
@@ -98,8 +102,12 @@ export function renderPodPatch(
   const existing = pod.metadata?.annotations;
   if (pod.metadata === undefined) ops.push(setMember('/metadata', { annotations: ours }));
   else if (existing === undefined) ops.push(setMember('/metadata/annotations', ours));
-  else
+  else {
     for (const [key, value] of Object.entries(ours))
       ops.push(addToObject(existing, '/metadata/annotations', key, value));
+    // Both are the webhook's own: warnings a pod brought along (a copied manifest) are not this admission's.
+    if (ours[WARNINGS_ANNOTATION] === undefined && Object.hasOwn(existing, WARNINGS_ANNOTATION))
+      ops.push({ op: 'remove', path: pointer('metadata', 'annotations', WARNINGS_ANNOTATION) });
+  }
   return ops;
 }

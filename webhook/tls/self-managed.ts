@@ -1,6 +1,8 @@
 import { X509Certificate } from 'node:crypto';
+import { quote } from '../../agent/contract/errors.ts';
 import type { Logger } from '../../agent/log.ts';
 import { KubernetesApiError, type KubernetesApi, type SecretObject } from '../kubernetes-api.ts';
+import { describePermission, MissingPermissionError, type Permission } from '../missing-permission.ts';
 import { issueCertificateAuthority, issueServingCertificate, serviceDnsNames } from './issue-certificates.ts';
 
 /**
@@ -59,6 +61,23 @@ const KEYS = {
 } as const;
 
 const MAX_ATTEMPTS = 5;
+
+/** Where deploy/ grants what self-managed TLS calls (the overlay that sets TLS_MODE=self-managed). */
+const RBAC_MANIFEST = 'deploy/overlays/self-managed/rbac.yaml';
+const SECRET_GRANT = 'the Role secret-agent-webhook-tls and its RoleBinding';
+const CA_BUNDLE_GRANT = 'the ClusterRole secret-agent-webhook-cabundle and its ClusterRoleBinding';
+
+/** A 403 as the installation error it is: which permission, and which manifest grants it. */
+function missingPermission(permission: Permission, e: KubernetesApiError): MissingPermissionError {
+  const grant = permission.resource === 'secrets' ? SECRET_GRANT : CA_BUNDLE_GRANT;
+  const names =
+    permission.name === undefined ? '' : `; its resourceNames must include ${quote(permission.name)}`;
+  return new MissingPermissionError(
+    permission,
+    `the webhook's service account may not ${describePermission(permission)}, which self-managed TLS needs (${e.message})`,
+    `apply ${grant} from ${RBAC_MANIFEST} (kubectl apply -k deploy/overlays/self-managed), bound to the webhook's ServiceAccount in its namespace${names}`,
+  );
+}
 
 function splitPem(pem: string): string[] {
   return (
@@ -145,19 +164,23 @@ export class SelfManagedTls {
 
   async #reconcileSecret(): Promise<StoredState> {
     const { api, namespace, secretName, log } = this.#o;
+    const secret = { resource: 'secrets', group: '', namespace } as const;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const existing = await api.getSecret(namespace, secretName);
+      const existing = await permitted({ ...secret, verb: 'get', name: secretName }, () =>
+        api.getSecret(namespace, secretName),
+      );
       const current = existing ? readState(existing) : undefined;
       const next = await this.#plan(current);
       if (next === current) return current!;
       try {
         if (existing) {
-          await api.replaceSecret(
-            namespace,
-            toSecret(secretName, next, existing.metadata.resourceVersion ?? ''),
+          await permitted({ ...secret, verb: 'update', name: secretName }, () =>
+            api.replaceSecret(namespace, toSecret(secretName, next, existing.metadata.resourceVersion ?? '')),
           );
         } else {
-          await api.createSecret(namespace, toSecret(secretName, next));
+          await permitted({ ...secret, verb: 'create' }, () =>
+            api.createSecret(namespace, toSecret(secretName, next)),
+          );
         }
         log.info({ secret: secretName, renewed: current !== undefined }, 'serving certificate written');
         return next;
@@ -220,8 +243,15 @@ export class SelfManagedTls {
   async #syncCaBundle(bundle: string): Promise<void> {
     const { api, webhookConfigurationName, log } = this.#o;
     const desired = Buffer.from(bundle).toString('base64');
+    const configuration = {
+      resource: 'mutatingwebhookconfigurations',
+      group: 'admissionregistration.k8s.io',
+      name: webhookConfigurationName,
+    } as const;
     for (let attempt = 1; ; attempt++) {
-      const config = await api.getMutatingWebhookConfiguration(webhookConfigurationName);
+      const config = await permitted({ ...configuration, verb: 'get' }, () =>
+        api.getMutatingWebhookConfiguration(webhookConfigurationName),
+      );
       const ops = (config.webhooks ?? []).flatMap((w, i) =>
         w.clientConfig.caBundle === desired
           ? []
@@ -233,18 +263,24 @@ export class SelfManagedTls {
       );
       if (ops.length === 0) return;
       try {
-        await api.patchMutatingWebhookConfiguration(webhookConfigurationName, ops);
+        await permitted({ ...configuration, verb: 'patch' }, () =>
+          api.patchMutatingWebhookConfiguration(webhookConfigurationName, ops),
+        );
         log.info({ configuration: webhookConfigurationName }, 'caBundle updated');
         return;
       } catch (e) {
-        if (
-          !(e instanceof KubernetesApiError) ||
-          e.status === 401 ||
-          e.status === 403 ||
-          attempt >= MAX_ATTEMPTS
-        )
-          throw e;
+        if (!(e instanceof KubernetesApiError) || e.status === 401 || attempt >= MAX_ATTEMPTS) throw e;
       }
     }
+  }
+}
+
+/** `call`'s result; a 403 becomes the MissingPermissionError naming `permission`. */
+async function permitted<T>(permission: Permission, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    if (e instanceof KubernetesApiError && e.status === 403) throw missingPermission(permission, e);
+    throw e;
   }
 }
