@@ -192,6 +192,21 @@ describe('who can read the files: shared through a group when no single uid can 
     assert.match(out.warnings[0]!, /agent-run-as-user is 5000, not 1000/);
   });
 
+  it('rotation-signal where the app’s uid is not named: warned, the kernel would refuse the signal', () => {
+    const signal = {
+      ...REF,
+      'secret-agent.io/rotation-signal': 'SIGHUP',
+      'secret-agent.io/rotation-signal-process': 'app',
+    };
+    const out = admitted(basicPod(signal));
+    assert.equal(out.warnings.length, 2);
+    assert.match(
+      out.warnings[1]!,
+      /rotation-signal: the agent runs as uid 65532, which the spec does not show to be the app's/,
+    );
+    assert.deepEqual(admitted(basicPod(signal, { securityContext: { runAsUser: 1000 } })).warnings, []);
+  });
+
   it('a chosen 0644 is kept: others can read it anyway (warned as risky)', () => {
     const out = admitted(basicPod({ ...REF, 'secret-agent.io/file-mode': '0644' }));
     assert.equal(out.fileMode, 0o644);

@@ -229,6 +229,13 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     defaults,
   });
   errors.push(...fileAccess.errors);
+  // A signal needs the app's uid (or CAP_KILL); shared by group, the agent runs as another.
+  const signalWarning =
+    wantsSignal && fileAccess.access.sharing === 'group'
+      ? [
+          `secret-agent: ${PREFIX}rotation-signal: the agent runs as uid ${fileAccess.access.runAsUser}, which the spec does not show to be the app's, and the kernel refuses a signal to another uid's process. Set securityContext.runAsUser on the containers that mount the secrets (the agent then runs as it), or use rotation-http-url.`,
+        ]
+      : [];
   const cpuLimit = read('agent-cpu-limit', p['agent-cpu-limit']) ?? defaults.resources.cpuLimit;
   const resources = {
     requests: {
@@ -305,7 +312,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
     ...(vaultClientCertSecret !== undefined ? { vaultClientCertSecret } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings: [...completion.warnings, ...fileAccess.warnings, ...risks],
+    warnings: [...completion.warnings, ...fileAccess.warnings, ...signalWarning, ...risks],
   };
 }
 
