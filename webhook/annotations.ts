@@ -208,7 +208,7 @@ export const POD_ANNOTATIONS = {
     type: 'absolute path',
     echo: 'quote',
     default: '/etc/secrets',
-    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var.',
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Never at, above or below the agent container’s own paths (`/app`, `/nodejs`, `/secret-agent`, its certificate and token directories).',
     parse: absolutePath,
   }),
   containers: annotation({

@@ -3,6 +3,7 @@ import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
 import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
+import { checkAgentContainer } from './agent-container-policy.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
   AGENT_CONTAINER,
@@ -19,7 +20,6 @@ import {
   type PodAnnotationName,
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
-import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
@@ -139,15 +139,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   }
 
   const usesExec = references.some((r) => r.ref.provider === 'exec');
-  // The agent containers see both the secrets volume and the helpers: one may not hide the other.
-  if (usesExec && mountPath && overlaps(mountPath, HELPERS_MOUNT_PATH))
-    errors.push(
-      new ConfigError(
-        `${PREFIX}mount-path`,
-        `${quote(mountPath)} overlaps ${quote(HELPERS_MOUNT_PATH)}, where the agent finds the helpers of exec: references`,
-        'choose another mount path, e.g. /etc/secrets',
-      ),
-    );
+  errors.push(...checkAgentContainer({ mountPath }, errors));
 
   const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
   const completion = runToCompletion(
@@ -298,7 +290,7 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
     ...(vaultClientCertSecret !== undefined ? { vaultClientCertSecret } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings: [...completion.warnings, ...risks],
+    warnings: [...completion.warnings, ...risks, ...identity.warnings],
   };
 }
 
