@@ -272,7 +272,7 @@ export const POD_ANNOTATIONS = {
   'rotation-command': agentSetting(
     'ROTATION_COMMAND',
     'command',
-    'Command the agent runs (no shell) after a rotation.',
+    'Command the agent runs (no shell) after a rotation, in the agent container: refused unless the cluster sets ALLOW_ROTATION_COMMAND=true (docs/security.md).',
     'shape',
   ),
   'rotation-debounce': agentSetting(

@@ -208,6 +208,11 @@ export const WEBHOOK_SETTINGS = {
     doc: 'With ALLOW_EXEC_REFERENCES: the volume the helper programs come from, as JSON, mounted read-only at /secret-agent/helpers into the agent containers (never the app’s) of pods with an `exec:` reference. `{"configMap":{"name":"secret-agent-helpers"}}`: a ConfigMap in each such pod’s namespace, one key per helper, mode 0555 unless `defaultMode` says otherwise; or `{"persistentVolumeClaim":{"claimName":"…"}}`.',
     parse: parseExecHelpersVolume,
   }),
+  ALLOW_ROTATION_COMMAND: setting({
+    default: 'false',
+    doc: '`true` lets pods use `secret-agent.io/rotation-command`: a program of the pod author’s, run in the agent container next to the pod’s backend credentials. Off by default, so that no tenant code runs there unless the cluster says so (docs/security.md); rotation-http-url, rotation-signal and rotation-sentinel-file tell the app without it.',
+    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+  }),
   AGENT_RUN_AS_USER: setting({
     default: '65532',
     doc: 'The agent’s uid when the pod sets no runAsUser.',
@@ -358,6 +363,8 @@ export interface InjectionDefaults {
   };
   readonly volumeSizeLimit: string;
   readonly cluster: ClusterDefaults;
+  /** secret-agent.io/rotation-command is allowed (ALLOW_ROTATION_COMMAND). */
+  readonly allowRotationCommand: boolean;
   /** Never inject here. */
   readonly ownNamespace: string;
 }
@@ -432,6 +439,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     nativeSidecars: read('NATIVE_SIDECARS', s.NATIVE_SIDECARS),
     allowFileReferences: read('ALLOW_FILE_REFERENCES', s.ALLOW_FILE_REFERENCES),
     allowExecReferences: read('ALLOW_EXEC_REFERENCES', s.ALLOW_EXEC_REFERENCES),
+    allowRotationCommand: read('ALLOW_ROTATION_COMMAND', s.ALLOW_ROTATION_COMMAND),
     runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
     cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
     cpuLimit: read('AGENT_CPU_LIMIT', s.AGENT_CPU_LIMIT),
@@ -514,6 +522,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
       },
       volumeSizeLimit: v.volumeSizeLimit,
       cluster,
+      allowRotationCommand: v.allowRotationCommand,
       ownNamespace: v.namespace,
     },
   };

@@ -270,6 +270,14 @@ const DECIDING: readonly [string, Admission, Admission][] = [
   ['AGENT_IMAGE', { pod: rich() }, { pod: rich(), env: { AGENT_IMAGE: 'registry.example/agent:2.0' } }],
   ['AGENT_VAULT_ROLE', { pod: rich() }, { pod: rich(), env: { AGENT_VAULT_ROLE: 'other' } }],
   ['AGENT_MEMORY_LIMIT', { pod: rich() }, { pod: rich(), env: { AGENT_MEMORY_LIMIT: '256Mi' } }],
+  [
+    'ALLOW_ROTATION_COMMAND',
+    { pod: rich((p) => (annotations(p)['secret-agent.io/rotation-command'] = 'node /reload.mjs')) },
+    {
+      pod: rich((p) => (annotations(p)['secret-agent.io/rotation-command'] = 'node /reload.mjs')),
+      env: { ALLOW_ROTATION_COMMAND: 'true' },
+    },
+  ],
 ];
 
 /** Pairs that differ only in what admission never reads: the second is answered from the cache. */

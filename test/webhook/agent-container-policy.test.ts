@@ -8,6 +8,7 @@ import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
   AGENT_IMAGE,
   basicPod,
+  containerEnv,
   decodePatch,
   injectionDefaults,
   mutate,
@@ -17,8 +18,9 @@ import {
 } from './fixtures.ts';
 
 /**
- * Issue 26 item 2's last rule: a pod never mounts anything over what the agent container runs or
- * reads, which holds its backend credentials.
+ * Issue 26 item 3 (and item 2's last rule): what a pod may put into the agent container, which holds
+ * its backend credentials. A program of its own only where ALLOW_ROTATION_COMMAND allows it; a mount
+ * over what the agent runs or reads, never.
  */
 
 const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
@@ -33,6 +35,43 @@ function admit(pod: PodDoc, env: Record<string, string> = {}) {
 
 const overlaps = (a: string, b: string) =>
   a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === '/' || b === '/';
+
+describe('secret-agent.io/rotation-command: tenant code in the agent container', () => {
+  it('is refused unless the cluster allows it, naming the annotation, the setting and the fix', () => {
+    const result = admit(basicPod({ ...db, 'secret-agent.io/rotation-command': 'node /scripts/reload.mjs' }));
+    assert.equal(result.outcome, 'denied');
+    const message = result.review.response.status!.message;
+    assert.match(
+      message,
+      /secret-agent\.io\/rotation-command: runs a program of the pod’s in the agent container, next to the pod’s backend credentials, which this cluster does not allow \(ALLOW_ROTATION_COMMAND is false\)\. Fix: tell the app with secret-agent\.io\/rotation-http-url, rotation-signal or rotation-sentinel-file instead .*ALLOW_ROTATION_COMMAND=true/,
+    );
+    // Free text: the command is never shown.
+    assert.ok(!message.includes('/scripts/reload.mjs'));
+  });
+
+  it('runs where ALLOW_ROTATION_COMMAND=true: the agent gets ROTATION_COMMAND', () => {
+    const pod = basicPod({ ...db, 'secret-agent.io/rotation-command': 'node /scripts/reload.mjs' });
+    const result = admit(pod, { ALLOW_ROTATION_COMMAND: 'true' });
+    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+    const patched = mutate(pod, decodePatch(result.review.response));
+    const agent = patched.spec.initContainers!.find((c) => c.image === AGENT_IMAGE)!;
+    assert.equal(containerEnv(agent, patched).ROTATION_COMMAND, 'node /scripts/reload.mjs');
+  });
+
+  it('the other notifiers need no setting: they run nothing of the pod’s in the agent container', () => {
+    const notifiers: Record<string, string>[] = [
+      { 'secret-agent.io/rotation-http-url': 'POST http://127.0.0.1:8080/-/reload' },
+      { 'secret-agent.io/rotation-signal': 'SIGHUP', 'secret-agent.io/rotation-signal-process': 'nginx' },
+      { 'secret-agent.io/rotation-sentinel-file': '.rotated' },
+    ];
+    for (const annotations of notifiers)
+      assert.equal(
+        admit(basicPod({ ...db, ...annotations })).outcome,
+        'injected',
+        JSON.stringify(annotations),
+      );
+  });
+});
 
 describe('nothing is mounted over the agent container’s own paths', () => {
   it('secret-agent.io/mount-path at, above or below one of the agent’s own paths is refused, naming what it would cover', () => {

@@ -5,8 +5,9 @@ import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { IRSA, POD_IDENTITY } from './inherit-cloud-identity.ts';
 
 /**
- * What a pod may put into the agent container, which holds the pod's backend credentials: a mount over
- * what the agent runs or reads (never). The trust boundary is docs/security.md's.
+ * What a pod may put into the agent container, which holds the pod's backend credentials: a program
+ * of its own (secret-agent.io/rotation-command, only where ALLOW_ROTATION_COMMAND says so) and a mount
+ * over what the agent runs or reads (never). The trust boundary is docs/security.md's.
  */
 
 /** The agent container's own paths, and what each holds: the secrets volume may not be mounted at, above or below one. */
@@ -23,17 +24,19 @@ export const AGENT_OWN_PATHS: readonly { readonly path: string; readonly holds: 
 
 /**
  * The problems of what a pod puts into the agent container: its mount path (unless `earlier` has a
- * problem with it already).
+ * problem with it already) and its rotation command.
  */
 export function checkAgentContainer(
-  request: { readonly mountPath?: string },
+  request: { readonly mountPath?: string; readonly rotationCommand: boolean },
+  allowRotationCommand: boolean,
   earlier: readonly ConfigError[],
 ): ConfigError[] {
   const mountPath =
     request.mountPath !== undefined && !earlier.some((e) => e.field === `${PREFIX}mount-path`)
       ? checkMountPath(request.mountPath)
       : undefined;
-  return mountPath === undefined ? [] : [mountPath];
+  const command = checkRotationCommand(request.rotationCommand, allowRotationCommand);
+  return [mountPath, command].filter((e) => e !== undefined);
 }
 
 /** secret-agent.io/mount-path, which the agent container mounts too, against the agent's own paths. */
@@ -44,6 +47,16 @@ function checkMountPath(mountPath: string): ConfigError | undefined {
     `${PREFIX}mount-path`,
     `${quote(mountPath)} overlaps ${quote(own.path)}, where the agent container has ${own.holds}; the agent container mounts the secrets there too`,
     'choose another mount path, e.g. /etc/secrets',
+  );
+}
+
+/** secret-agent.io/rotation-command runs the pod's program in the agent container: only where the cluster allows it. */
+function checkRotationCommand(set: boolean, allowed: boolean): ConfigError | undefined {
+  if (!set || allowed) return undefined;
+  return new ConfigError(
+    `${PREFIX}rotation-command`,
+    'runs a program of the pod’s in the agent container, next to the pod’s backend credentials, which this cluster does not allow (ALLOW_ROTATION_COMMAND is false)',
+    `tell the app with ${PREFIX}rotation-http-url, rotation-signal or rotation-sentinel-file instead (docs/rotation.md), or ask the cluster admin to set ALLOW_ROTATION_COMMAND=true (docs/security.md)`,
   );
 }
 

@@ -139,7 +139,8 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   }
 
   const usesExec = references.some((r) => r.ref.provider === 'exec');
-  errors.push(...checkAgentContainer({ mountPath }, errors));
+  const agentContainer = { mountPath, rotationCommand: podValues.has('rotation-command') };
+  errors.push(...checkAgentContainer(agentContainer, defaults.allowRotationCommand, errors));
 
   const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
   const completion = runToCompletion(
