@@ -278,6 +278,12 @@ const DECIDING: readonly [string, Admission, Admission][] = [
       env: { ALLOW_ROTATION_COMMAND: 'true' },
     },
   ],
+  [
+    'ALLOW_VAULT_AUTH_METHODS',
+    { pod: rich() },
+    { pod: rich(), env: { ALLOW_VAULT_AUTH_METHODS: 'kubernetes=kubernetes-prod' } },
+  ],
+  ['VAULT_NAMESPACE_PINS', { pod: rich() }, { pod: rich(), env: { VAULT_NAMESPACE_PINS: 'apps=teams/a' } }],
 ];
 
 /** Pairs that differ only in what admission never reads: the second is answered from the cache. */

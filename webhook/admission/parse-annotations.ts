@@ -4,6 +4,7 @@ import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts
 import { findPathConflict } from '../../agent/contract/path.ts';
 import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
 import { checkAgentContainer } from './agent-container-policy.ts';
+import { vaultLogin } from './vault-login.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
   AGENT_CONTAINER,
@@ -29,9 +30,13 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 
 /**
  * Turns a pod's `secret-agent.io/*` annotations into one validated InjectionRequest, or throws
- * ConfigErrors listing every problem, each naming the annotation and the fix.
+ * ConfigErrors listing every problem, each naming the annotation and the fix. `namespace`: the pod's.
  */
-export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults): InjectionRequest {
+export function parseInjectionRequest(
+  pod: PodShape,
+  defaults: InjectionDefaults,
+  namespace: string,
+): InjectionRequest {
   const errors: ConfigError[] = [];
   const annotations = pod.metadata?.annotations ?? {};
   const podValues = new Map<PodAnnotationName, string>();
@@ -228,27 +233,26 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   const volumeSizeLimit = read('volume-size-limit', p['volume-size-limit']) ?? defaults.volumeSizeLimit;
   const cluster = defaults.cluster;
   const vaultClientCertSecret = read('vault-client-cert-secret', p['vault-client-cert-secret']);
-  const podMethod = read('vault-auth-method', p['vault-auth-method']);
+  const method = read('vault-auth-method', p['vault-auth-method']);
+  const vaultNamespace = read('vault-namespace', p['vault-namespace']);
+  const authNamespace = read('vault-auth-namespace', p['vault-auth-namespace']);
+  const login = vaultLogin(
+    { namespace, method, vaultNamespace, authNamespace, references },
+    cluster,
+    defaults.vaultPolicy,
+  );
+  errors.push(...login.errors);
   const providerEnv = [
     ['AWS_REGION', read('aws-region', p['aws-region']) ?? cluster.awsRegion],
     ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? cluster.gcpProject],
     ['VAULT_ADDR', cluster.vaultAddr],
     ['VAULT_CACERT_BYTES', cluster.vaultCaCert],
     ['VAULT_TLS_SERVER_NAME', cluster.vaultTlsServerName],
-    ['VAULT_NAMESPACE', read('vault-namespace', p['vault-namespace']) ?? cluster.vaultNamespace],
-    [
-      'VAULT_AUTH_NAMESPACE',
-      read('vault-auth-namespace', p['vault-auth-namespace']) ?? cluster.vaultAuthNamespace,
-    ],
-    ['VAULT_AUTH_METHOD', podMethod ?? cluster.vaultAuthMethod],
+    ['VAULT_NAMESPACE', login.env.VAULT_NAMESPACE],
+    ['VAULT_AUTH_NAMESPACE', login.env.VAULT_AUTH_NAMESPACE],
+    ['VAULT_AUTH_METHOD', login.env.VAULT_AUTH_METHOD],
     ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? cluster.vaultRole],
-    // The cluster's mount is its method's: a pod that picks another method gets that method's default.
-    [
-      'VAULT_AUTH_MOUNT',
-      podMethod === undefined || podMethod === (cluster.vaultAuthMethod ?? 'kubernetes')
-        ? cluster.vaultAuthMount
-        : undefined,
-    ],
+    ['VAULT_AUTH_MOUNT', login.env.VAULT_AUTH_MOUNT],
     ...(vaultClientCertSecret !== undefined
       ? [
           ['VAULT_CLIENT_CERT', `${VAULT_CLIENT_CERT_DIR}/tls.crt`],
