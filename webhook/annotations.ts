@@ -209,7 +209,7 @@ export const POD_ANNOTATIONS = {
     type: 'absolute path',
     echo: 'quote',
     default: '/etc/secrets',
-    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var.',
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Never at, above or below the agent container’s own paths (`/app`, `/nodejs`, `/secret-agent`, its certificate and token directories).',
     parse: absolutePath,
   }),
   containers: annotation({
@@ -273,7 +273,7 @@ export const POD_ANNOTATIONS = {
   'rotation-command': agentSetting(
     'ROTATION_COMMAND',
     'command',
-    'Command the agent runs (no shell) after a rotation.',
+    'Command the agent runs (no shell) after a rotation, in the agent container: refused unless the cluster sets ALLOW_ROTATION_COMMAND=true (docs/security.md).',
     'shape',
   ),
   'rotation-debounce': agentSetting(
@@ -391,21 +391,21 @@ export const POD_ANNOTATIONS = {
     type: WEBHOOK_VAULT_AUTH_METHODS.map((m) => `\`${m}\``).join(' | '),
     echo: 'quote',
     default: undefined,
-    doc: 'How the agent logs in to Vault (default: AGENT_VAULT_AUTH_METHOD, else kubernetes): the pod’s service-account token (`kubernetes`, `jwt`), its TLS certificate (`cert`, with vault-client-cert-secret), its IAM role (`aws`: IRSA or EKS Pod Identity) or its Google service account (`gcp`: Workload Identity). Passed as `VAULT_AUTH_METHOD`.',
+    doc: 'How the agent logs in to Vault (default: AGENT_VAULT_AUTH_METHOD, else kubernetes): the pod’s service-account token (`kubernetes`, `jwt`), its TLS certificate (`cert`, with vault-client-cert-secret), its IAM role (`aws`: IRSA or EKS Pod Identity) or its Google service account (`gcp`: Workload Identity). One of the cluster’s ALLOW_VAULT_AUTH_METHODS, which also says at which mount. Passed as `VAULT_AUTH_METHOD`.',
     parse: vaultAuthMethod,
   }),
   'vault-namespace': annotation({
     type: 'namespace path',
     echo: 'quote',
     default: undefined,
-    doc: 'Vault Enterprise / HCP namespace the secrets are read in (default: AGENT_VAULT_NAMESPACE); a reference’s `?namespace=` overrides it. Passed as `VAULT_NAMESPACE`.',
+    doc: 'Vault Enterprise / HCP namespace the secrets are read in (default: the pod’s namespace pin in VAULT_NAMESPACE_PINS, else AGENT_VAULT_NAMESPACE); a reference’s `?namespace=` overrides it. Both must be inside the pin where there is one. Passed as `VAULT_NAMESPACE`.',
     parse: vaultNamespace,
   }),
   'vault-auth-namespace': annotation({
     type: 'namespace path',
     echo: 'quote',
     default: undefined,
-    doc: 'Namespace of the auth method when it is a parent of vault-namespace (default: AGENT_VAULT_AUTH_NAMESPACE, else vault-namespace). Passed as `VAULT_AUTH_NAMESPACE`.',
+    doc: 'Namespace of the auth method when it is a parent of vault-namespace (default: AGENT_VAULT_AUTH_NAMESPACE, else vault-namespace). Inside the pod’s namespace pin, or AGENT_VAULT_AUTH_NAMESPACE, where VAULT_NAMESPACE_PINS has one. Passed as `VAULT_AUTH_NAMESPACE`.',
     parse: vaultNamespace,
   }),
   'vault-client-cert-secret': annotation({

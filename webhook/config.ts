@@ -22,6 +22,12 @@ import {
   WEBHOOK_VAULT_AUTH_METHODS,
 } from './annotations.ts';
 import { parseExecHelpersVolume, type ExecHelpersVolume } from './exec-helpers-volume.ts';
+import {
+  checkVaultPolicy,
+  parseAllowedVaultAuth,
+  parseVaultNamespacePins,
+  type VaultPolicy,
+} from './vault-policy.ts';
 
 /**
  * The webhook's own configuration, declared once as data like the agent's env: name, default,
@@ -209,6 +215,11 @@ export const WEBHOOK_SETTINGS = {
     doc: 'With ALLOW_EXEC_REFERENCES: the volume the helper programs come from, as JSON, mounted read-only at /secret-agent/helpers into the agent containers (never the app’s) of pods with an `exec:` reference. `{"configMap":{"name":"secret-agent-helpers"}}`: a ConfigMap in each such pod’s namespace, one key per helper, mode 0555 unless `defaultMode` says otherwise; or `{"persistentVolumeClaim":{"claimName":"…"}}`.',
     parse: parseExecHelpersVolume,
   }),
+  ALLOW_ROTATION_COMMAND: setting({
+    default: 'false',
+    doc: '`true` lets pods use `secret-agent.io/rotation-command`: a program of the pod author’s, run in the agent container next to the pod’s backend credentials. Off by default, so that no tenant code runs there unless the cluster says so (docs/security.md); rotation-http-url, rotation-signal and rotation-sentinel-file tell the app without it.',
+    parse: (text, field) => oneOf(['true', 'false'] as const)(text, field) === 'true',
+  }),
   AGENT_RUN_AS_USER: setting({
     default: '65532',
     doc: 'The agent’s uid when the containers that mount the secrets do not all run as one non-root uid their spec names (otherwise the agent runs as that uid). See docs/webhook.md, “Who can read the files”.',
@@ -262,13 +273,23 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_VAULT_AUTH_MOUNT: setting({
     default: undefined,
-    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only): the mount of AGENT_VAULT_AUTH_METHOD (default kubernetes). A pod that picks another method with secret-agent.io/vault-auth-method logs in at that method’s default mount.',
+    doc: 'Passed to agents as VAULT_AUTH_MOUNT (cluster only): the mount of AGENT_VAULT_AUTH_METHOD (default kubernetes). A pod that picks another method with secret-agent.io/vault-auth-method logs in at the mount ALLOW_VAULT_AUTH_METHODS gives it, else at that method’s default mount.',
     parse: nonEmpty,
   }),
   AGENT_VAULT_AUTH_METHOD: setting({
     default: undefined,
     doc: `Cluster default passed to agents as VAULT_AUTH_METHOD (${WEBHOOK_VAULT_AUTH_METHODS.join(', ')}); unset: kubernetes.`,
     parse: vaultAuthMethod,
+  }),
+  ALLOW_VAULT_AUTH_METHODS: setting({
+    default: WEBHOOK_VAULT_AUTH_METHODS.join(','),
+    doc: 'The Vault auth methods a pod may choose with `secret-agent.io/vault-auth-method`, comma-separated, each optionally `=MOUNT`: where the agent logs in with it (e.g. `kubernetes,jwt=jwt-k8s`; default: AGENT_VAULT_AUTH_MOUNT for the cluster’s method, the method’s name for the others). Must list the cluster’s AGENT_VAULT_AUTH_METHOD. A pod that asks for another method is refused.',
+    parse: parseAllowedVaultAuth,
+  }),
+  VAULT_NAMESPACE_PINS: setting({
+    default: undefined,
+    doc: 'Pins Kubernetes namespaces to Vault namespaces: `team-a=teams/a,*=tenants/{namespace}` (`*`: every namespace not listed; `{namespace}`: the Kubernetes one; `root`: any). A pod’s vault-namespace, vault-auth-namespace (unless it is AGENT_VAULT_AUTH_NAMESPACE) and references’ `?namespace=` must be its pin or inside it, and the pin is its default VAULT_NAMESPACE. A pod in a namespace without a pin may not read Vault. Unset: pods choose.',
+    parse: parseVaultNamespacePins,
   }),
   AGENT_VAULT_NAMESPACE: setting({
     default: undefined,
@@ -366,6 +387,10 @@ export interface InjectionDefaults {
   };
   readonly volumeSizeLimit: string;
   readonly cluster: ClusterDefaults;
+  /** secret-agent.io/rotation-command is allowed (ALLOW_ROTATION_COMMAND). */
+  readonly allowRotationCommand: boolean;
+  /** What a pod may choose of its Vault login (ALLOW_VAULT_AUTH_METHODS, VAULT_NAMESPACE_PINS). */
+  readonly vaultPolicy: VaultPolicy;
   /** Never inject here. */
   readonly ownNamespace: string;
 }
@@ -440,6 +465,7 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
     nativeSidecars: read('NATIVE_SIDECARS', s.NATIVE_SIDECARS),
     allowFileReferences: read('ALLOW_FILE_REFERENCES', s.ALLOW_FILE_REFERENCES),
     allowExecReferences: read('ALLOW_EXEC_REFERENCES', s.ALLOW_EXEC_REFERENCES),
+    allowRotationCommand: read('ALLOW_ROTATION_COMMAND', s.ALLOW_ROTATION_COMMAND),
     runAsUser: read('AGENT_RUN_AS_USER', s.AGENT_RUN_AS_USER),
     fileGroup: read('AGENT_FILE_GROUP', s.AGENT_FILE_GROUP),
     cpuRequest: read('AGENT_CPU_REQUEST', s.AGENT_CPU_REQUEST),
@@ -472,6 +498,14 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
       read('AGENT_VAULT_AWS_IAM_SERVER_ID', s.AGENT_VAULT_AWS_IAM_SERVER_ID),
     ),
   };
+  const authMethods = read('ALLOW_VAULT_AUTH_METHODS', s.ALLOW_VAULT_AUTH_METHODS);
+  const namespacePins = read('VAULT_NAMESPACE_PINS', s.VAULT_NAMESPACE_PINS);
+  const vaultPolicy: VaultPolicy | undefined = authMethods && {
+    authMethods,
+    ...(namespacePins ? { namespacePins } : {}),
+  };
+  if (vaultPolicy && !errors.some((e) => e.field.startsWith('AGENT_VAULT_AUTH_')))
+    errors.push(...checkVaultPolicy(vaultPolicy, cluster));
   const execHelpers = read('EXEC_HELPERS_VOLUME', s.EXEC_HELPERS_VOLUME);
   const execSet = [env, file].some((source) => source.EXEC_HELPERS_VOLUME !== undefined);
   if (values.allowExecReferences === true && !execSet)
@@ -524,6 +558,8 @@ export function parseWebhookConfig(env: Env): WebhookConfig {
       },
       volumeSizeLimit: v.volumeSizeLimit,
       cluster,
+      allowRotationCommand: v.allowRotationCommand,
+      vaultPolicy: vaultPolicy!,
       ownNamespace: v.namespace,
     },
   };

@@ -37,6 +37,8 @@ export async function startWebhookTarget(): Promise<WebhookTarget> {
         TLS_KEY_FILE: dir.key,
         NATIVE_SIDECARS: String(native),
         AGENT_AWS_REGION: 'eu-west-1',
+        // Keeps rotation-command among the settings a clean pod may use (test/fuzz/arbitraries.ts).
+        ALLOW_ROTATION_COMMAND: 'true',
       }),
       { log },
     );

@@ -84,7 +84,22 @@ function richPod(): PodDoc {
         { name: 'worker', image: 'registry.example/worker:1.0' },
       ],
       initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1.0' }],
-      volumes: [{ name: 'aws-iam-token', projected: { sources: [] } }],
+      volumes: [
+        {
+          name: 'aws-iam-token',
+          projected: {
+            sources: [
+              {
+                serviceAccountToken: {
+                  audience: 'sts.amazonaws.com',
+                  expirationSeconds: 86400,
+                  path: 'token',
+                },
+              },
+            ],
+          },
+        },
+      ],
       securityContext: { runAsUser: 1000, runAsGroup: 2000 },
     },
   );
@@ -168,14 +183,9 @@ const DECIDING: readonly [string, Admission, Admission][] = [
     {
       pod: rich((p) => {
         const mounts = app(p).volumeMounts as { mountPath: string }[];
-        mounts[0]!.mountPath = '/var/run/secrets/eks.amazonaws.com';
+        mounts[0]!.mountPath = '/etc/secrets/token';
       }),
     },
-  ],
-  [
-    'a mount name',
-    { pod: rich() },
-    { pod: rich((p) => ((app(p).volumeMounts as { name: string }[])[0]!.name = 'token')) },
   ],
   [
     'a mount list, empty or absent',
@@ -202,6 +212,23 @@ const DECIDING: readonly [string, Admission, Admission][] = [
     { pod: rich() },
     {
       pod: rich((p) => (p.spec.volumes as { name: string }[]).push({ name: 'secret-agent-secrets' })),
+    },
+  ],
+  [
+    'a projected volume’s sources (the IRSA token’s)',
+    { pod: rich() },
+    { pod: rich((p) => ((p.spec.volumes as Record<string, unknown>[])[0]!.projected = { sources: [{}] })) },
+  ],
+  [
+    'a projected token’s path',
+    { pod: rich() },
+    {
+      pod: rich(
+        (p) =>
+          ((p.spec.volumes as Record<string, unknown>[])[0]!.projected = {
+            sources: [{ serviceAccountToken: { path: 'other' } }],
+          }),
+      ),
     },
   ],
   [
@@ -268,6 +295,20 @@ const DECIDING: readonly [string, Admission, Admission][] = [
   ['AGENT_IMAGE', { pod: rich() }, { pod: rich(), env: { AGENT_IMAGE: 'registry.example/agent:2.0' } }],
   ['AGENT_VAULT_ROLE', { pod: rich() }, { pod: rich(), env: { AGENT_VAULT_ROLE: 'other' } }],
   ['AGENT_MEMORY_LIMIT', { pod: rich() }, { pod: rich(), env: { AGENT_MEMORY_LIMIT: '256Mi' } }],
+  [
+    'ALLOW_ROTATION_COMMAND',
+    { pod: rich((p) => (annotations(p)['secret-agent.io/rotation-command'] = 'node /reload.mjs')) },
+    {
+      pod: rich((p) => (annotations(p)['secret-agent.io/rotation-command'] = 'node /reload.mjs')),
+      env: { ALLOW_ROTATION_COMMAND: 'true' },
+    },
+  ],
+  [
+    'ALLOW_VAULT_AUTH_METHODS',
+    { pod: rich() },
+    { pod: rich(), env: { ALLOW_VAULT_AUTH_METHODS: 'kubernetes=kubernetes-prod' } },
+  ],
+  ['VAULT_NAMESPACE_PINS', { pod: rich() }, { pod: rich(), env: { VAULT_NAMESPACE_PINS: 'apps=teams/a' } }],
 ];
 
 /** Pairs that differ only in what admission never reads: the second is answered from the cache. */
@@ -298,6 +339,11 @@ const IGNORED: readonly [string, Admission, Admission][] = [
     { pod: rich() },
     { pod: rich((p) => (annotations(p)['kubectl.kubernetes.io/restartedAt'] = '2026-11-20T09:12:44Z')) },
   ],
+  [
+    'a mount’s name (the identity is EKS’s volume, found by its own name)',
+    { pod: rich() },
+    { pod: rich((p) => ((app(p).volumeMounts as { name: string }[])[0]!.name = 'token')) },
+  ],
   ['a container image', { pod: rich() }, { pod: rich((p) => (app(p).image = 'registry.example/app:2.0')) }],
   [
     'container resources and probes',
@@ -310,9 +356,17 @@ const IGNORED: readonly [string, Admission, Admission][] = [
     },
   ],
   [
-    'what a volume holds',
-    { pod: rich() },
-    { pod: rich((p) => ((p.spec.volumes as Record<string, unknown>[])[0]!.projected = { sources: [{}] })) },
+    'a token’s audience and expiry, what another volume holds',
+    { pod: rich((p) => (p.spec.volumes as Record<string, unknown>[]).push({ name: 'data', emptyDir: {} })) },
+    {
+      pod: rich((p) => {
+        const volumes = p.spec.volumes as Record<string, unknown>[];
+        volumes[0]!.projected = {
+          sources: [{ serviceAccountToken: { audience: 'other', expirationSeconds: 3600, path: 'token' } }],
+        };
+        volumes.push({ name: 'data', emptyDir: { medium: 'Memory' } });
+      }),
+    },
   ],
   [
     'tolerations, a seccomp profile, the service account',

@@ -1003,7 +1003,7 @@ describe('exec: references', () => {
     assert.equal(result.outcome, 'denied');
     assert.match(
       result.review.response.status!.message,
-      /secret-agent\.io\/mount-path: "\/secret-agent" overlaps "\/secret-agent\/helpers", where the agent finds the helpers/,
+      /secret-agent\.io\/mount-path: "\/secret-agent" overlaps "\/secret-agent", where the agent container has the agent’s exec: helpers/,
     );
   });
 
@@ -1446,9 +1446,9 @@ describe('the AWS identity EKS gave the app (IRSA, Pod Identity) reaches the age
   // What EKS's pod-identity-webhook leaves on a pod when it ran before ours and is not called again.
   const IRSA_TOKEN_DIR = '/var/run/secrets/eks.amazonaws.com/serviceaccount';
   const POD_IDENTITY_TOKEN_DIR = '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount';
-  const projected = (name: string, audience: string) => ({
+  const projected = (name: string, audience: string, path = 'token') => ({
     name,
-    projected: { sources: [{ serviceAccountToken: { audience, expirationSeconds: 86400, path: 'token' } }] },
+    projected: { sources: [{ serviceAccountToken: { audience, expirationSeconds: 86400, path } }] },
   });
   const irsaPod = (annotations: Record<string, string>) =>
     basicPod(annotations, {
@@ -1486,7 +1486,7 @@ describe('the AWS identity EKS gave the app (IRSA, Pod Identity) reaches the age
           ],
         },
       ],
-      volumes: [projected('eks-pod-identity-token', 'pods.eks.amazonaws.com')],
+      volumes: [projected('eks-pod-identity-token', 'pods.eks.amazonaws.com', 'eks-pod-identity-token')],
     });
   type Mount = { name: string; mountPath: string; readOnly?: boolean };
   /** Each agent container with its env (downward API resolved) and its mounts. */

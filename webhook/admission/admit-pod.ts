@@ -102,7 +102,11 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
   if (decision.action === 'deny') return denied([decision.error], annotations);
   let injection: InjectionRequest;
   try {
-    injection = parseInjectionRequest(decision.pod, defaults);
+    injection = parseInjectionRequest(
+      decision.pod,
+      defaults,
+      input.namespace || (decision.pod.metadata?.namespace ?? ''),
+    );
     checkAgentAccepts(injection, annotations);
   } catch (e) {
     if (e instanceof ConfigErrors) return denied(e.errors, annotations);

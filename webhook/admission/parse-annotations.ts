@@ -4,6 +4,8 @@ import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts
 import { findPathConflict } from '../../agent/contract/path.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { inheritCloudIdentity } from './inherit-cloud-identity.ts';
+import { checkAgentContainer } from './agent-container-policy.ts';
+import { vaultLogin } from './vault-login.ts';
 import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
 import {
@@ -21,7 +23,6 @@ import {
   type PodAnnotationName,
 } from '../annotations.ts';
 import type { InjectionDefaults } from '../config.ts';
-import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
@@ -31,9 +32,13 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 
 /**
  * Turns a pod's `secret-agent.io/*` annotations into one validated InjectionRequest, or throws
- * ConfigErrors listing every problem, each naming the annotation and the fix.
+ * ConfigErrors listing every problem, each naming the annotation and the fix. `namespace`: the pod's.
  */
-export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults): InjectionRequest {
+export function parseInjectionRequest(
+  pod: PodShape,
+  defaults: InjectionDefaults,
+  namespace: string,
+): InjectionRequest {
   const errors: ConfigError[] = [];
   const annotations = pod.metadata?.annotations ?? {};
   const podValues = new Map<PodAnnotationName, string>();
@@ -142,15 +147,8 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   }
 
   const usesExec = references.some((r) => r.ref.provider === 'exec');
-  // The agent containers see both the secrets volume and the helpers: one may not hide the other.
-  if (usesExec && mountPath && overlaps(mountPath, HELPERS_MOUNT_PATH))
-    errors.push(
-      new ConfigError(
-        `${PREFIX}mount-path`,
-        `${quote(mountPath)} overlaps ${quote(HELPERS_MOUNT_PATH)}, where the agent finds the helpers of exec: references`,
-        'choose another mount path, e.g. /etc/secrets',
-      ),
-    );
+  const agentContainer = { mountPath, rotationCommand: podValues.has('rotation-command') };
+  errors.push(...checkAgentContainer(agentContainer, defaults.allowRotationCommand, errors));
 
   const exitWith = agentSettings.findIndex((s) => s.env === 'EXIT_WITH_PROCESS');
   const completion = runToCompletion(
@@ -250,27 +248,26 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
   const volumeSizeLimit = read('volume-size-limit', p['volume-size-limit']) ?? defaults.volumeSizeLimit;
   const cluster = defaults.cluster;
   const vaultClientCertSecret = read('vault-client-cert-secret', p['vault-client-cert-secret']);
-  const podMethod = read('vault-auth-method', p['vault-auth-method']);
+  const method = read('vault-auth-method', p['vault-auth-method']);
+  const vaultNamespace = read('vault-namespace', p['vault-namespace']);
+  const authNamespace = read('vault-auth-namespace', p['vault-auth-namespace']);
+  const login = vaultLogin(
+    { namespace, method, vaultNamespace, authNamespace, references },
+    cluster,
+    defaults.vaultPolicy,
+  );
+  errors.push(...login.errors);
   const providerEnv = [
     ['AWS_REGION', read('aws-region', p['aws-region']) ?? cluster.awsRegion],
     ['GCP_PROJECT', read('gcp-project', p['gcp-project']) ?? cluster.gcpProject],
     ['VAULT_ADDR', cluster.vaultAddr],
     ['VAULT_CACERT_BYTES', cluster.vaultCaCert],
     ['VAULT_TLS_SERVER_NAME', cluster.vaultTlsServerName],
-    ['VAULT_NAMESPACE', read('vault-namespace', p['vault-namespace']) ?? cluster.vaultNamespace],
-    [
-      'VAULT_AUTH_NAMESPACE',
-      read('vault-auth-namespace', p['vault-auth-namespace']) ?? cluster.vaultAuthNamespace,
-    ],
-    ['VAULT_AUTH_METHOD', podMethod ?? cluster.vaultAuthMethod],
+    ['VAULT_NAMESPACE', login.env.VAULT_NAMESPACE],
+    ['VAULT_AUTH_NAMESPACE', login.env.VAULT_AUTH_NAMESPACE],
+    ['VAULT_AUTH_METHOD', login.env.VAULT_AUTH_METHOD],
     ['VAULT_ROLE', read('vault-role', p['vault-role']) ?? cluster.vaultRole],
-    // The cluster's mount is its method's: a pod that picks another method gets that method's default.
-    [
-      'VAULT_AUTH_MOUNT',
-      podMethod === undefined || podMethod === (cluster.vaultAuthMethod ?? 'kubernetes')
-        ? cluster.vaultAuthMount
-        : undefined,
-    ],
+    ['VAULT_AUTH_MOUNT', login.env.VAULT_AUTH_MOUNT],
     ...(vaultClientCertSecret !== undefined
       ? [
           ['VAULT_CLIENT_CERT', `${VAULT_CLIENT_CERT_DIR}/tls.crt`],
@@ -312,7 +309,13 @@ export function parseInjectionRequest(pod: PodShape, defaults: InjectionDefaults
     ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
     ...(vaultClientCertSecret !== undefined ? { vaultClientCertSecret } : {}),
     shareProcessNamespace: wantsSignal || exitsWithApp,
-    warnings: [...completion.warnings, ...fileAccess.warnings, ...signalWarning, ...risks],
+    warnings: [
+      ...completion.warnings,
+      ...fileAccess.warnings,
+      ...signalWarning,
+      ...risks,
+      ...identity.warnings,
+    ],
   };
 }
 

@@ -10,7 +10,8 @@ import type { PatchOperation } from '../patch.ts';
 export interface ContainerShape {
   readonly name: string;
   readonly env?: readonly { readonly name?: unknown; readonly value?: unknown }[];
-  readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
+  /** Their paths only: the identity the agent inherits is EKS's volume, by name, never the app's mount. */
+  readonly volumeMounts?: readonly { readonly mountPath?: unknown }[];
   readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
   /** Who the container runs as, where its spec says (the image's USER decides otherwise). */
   readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
@@ -34,7 +35,7 @@ export interface PodShape {
   readonly spec: {
     readonly containers: readonly ContainerShape[];
     readonly initContainers?: readonly ContainerShape[];
-    readonly volumes?: readonly { readonly name?: unknown }[];
+    readonly volumes?: readonly VolumeShape[];
     readonly shareProcessNamespace?: boolean;
     readonly restartPolicy?: unknown;
     readonly automountServiceAccountToken?: unknown;
@@ -44,6 +45,18 @@ export interface PodShape {
       readonly fsGroup?: unknown;
       readonly supplementalGroups?: unknown;
     };
+  };
+}
+
+/**
+ * A volume as admission reads it: its name and, for a projected volume, which of its sources are
+ * service-account tokens and at what path (what EKS's identity volumes are; inherit-cloud-identity.ts).
+ */
+export interface VolumeShape {
+  readonly name?: unknown;
+  readonly projected?: {
+    /** One entry per source, in order; a source of another kind has no serviceAccountToken. */
+    readonly sources?: readonly { readonly serviceAccountToken?: { readonly path?: unknown } }[];
   };
 }
 
@@ -131,7 +144,6 @@ function containerView(c: Record<string, unknown>): ContainerShape {
     name: c.name as string,
     env: listView(c.env, (e): ListedItem<ContainerShape['env']> => ({ name: e.name, value: e.value })),
     volumeMounts: listView(c.volumeMounts, (m): ListedItem<ContainerShape['volumeMounts']> => ({
-      name: m.name,
       mountPath: m.mountPath,
     })),
     ports: listView(c.ports, (p): ListedItem<ContainerShape['ports']> => ({
@@ -144,6 +156,22 @@ function containerView(c: Record<string, unknown>): ContainerShape {
         runAsUser: security.runAsUser,
         runAsGroup: security.runAsGroup,
       } satisfies Listed<NonNullable<ContainerShape['securityContext']>>),
+  };
+  return view;
+}
+
+function volumeView(v: Record<string, unknown>): VolumeShape {
+  const projected = isObject(v.projected) ? v.projected : undefined;
+  const sources = Array.isArray(projected?.sources) ? (projected.sources as unknown[]) : undefined;
+  const view: Listed<VolumeShape> = {
+    name: v.name,
+    projected: projected && {
+      sources: sources?.map((source) => {
+        const token =
+          isObject(source) && isObject(source.serviceAccountToken) ? source.serviceAccountToken : undefined;
+        return { serviceAccountToken: token && { path: token.path } };
+      }),
+    },
   };
   return view;
 }
@@ -170,7 +198,7 @@ function podView(pod: Record<string, unknown>): PodShape {
   const specView: Listed<PodShape['spec']> = {
     containers: listView(spec.containers, containerView)!,
     initContainers: listView(spec.initContainers, containerView),
-    volumes: listView(spec.volumes, (v): ListedItem<PodShape['spec']['volumes']> => ({ name: v.name })),
+    volumes: listView(spec.volumes, volumeView),
     shareProcessNamespace: spec.shareProcessNamespace as boolean | undefined,
     restartPolicy: spec.restartPolicy,
     automountServiceAccountToken: spec.automountServiceAccountToken,

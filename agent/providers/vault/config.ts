@@ -204,7 +204,8 @@ function invalid(field: string, problem: string, fix: string): ProviderError {
   return new ProviderError('invalid', `${field}: ${problem}`, fix, { transient: false });
 }
 
-const MOUNT = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
+/** An auth mount path as VAULT_AUTH_MOUNT takes it (without `auth/`); the webhook checks its settings with it too. */
+export const MOUNT = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
 const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 
 /** Reads the settings; throws a non-transient ProviderError naming the variable. Never reads a secret's value into a message. */
