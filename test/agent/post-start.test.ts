@@ -232,4 +232,42 @@ describe('the postStart hook beside the built agent (sidecar mode, moto behind a
       assert.equal((await agent.stop()).code, 0);
     }
   });
+
+  it('a restart with the set in place returns once the agent listens, though the backend is down; the files stay', async () => {
+    using dir = memoryDir();
+    const value = canary('hook-restart');
+    await sm.send(new CreateSecretCommand({ Name: 'hook/restart', SecretString: value }));
+    const port = await freePort();
+    const url = `--url=http://127.0.0.1:${port}/readyz`;
+    const first = startAgent(agentEnv(dir.path, port, 'hook/restart'));
+    try {
+      assert.equal((await runHook([url, '--deadline=30s'])).code, 0);
+    } finally {
+      assert.equal((await first.stop()).code, 0);
+    }
+
+    proxy.setDown(true);
+    try {
+      const asked = proxy.requests.length;
+      const again = startAgent(agentEnv(dir.path, port, 'hook/restart'));
+      try {
+        // A deadline the backend could never meet: the set the volume holds is what lets it return.
+        const run = await runHook([url, '--deadline=30s']);
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(readDb(dir.path), value);
+        await again.waitForLog((l) => l.msg === 'transient backend errors; retrying');
+        assert.ok(proxy.requests.length > asked, 'the restarted agent asked the backend, which was down');
+        assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200);
+        // The gauge stays this agent's own: it has delivered nothing yet (the SecretAgentNotReady alert).
+        assert.match(
+          await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(),
+          /^secret_agent_ready 0$/m,
+        );
+      } finally {
+        assert.equal((await again.stop()).code, 0);
+      }
+    } finally {
+      proxy.setDown(false);
+    }
+  });
 });
