@@ -4,7 +4,8 @@
  * from the plain bundle and from the start-up snapshot (what the image's entrypoint runs), interleaved with:
  *   floor      node -e 0                         (Node's own start-up)
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
- * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts). Figures are medians; ratios are what to compare across
+ * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts; what its
+ * postStart hook costs and how soon it lets the app start: bench/post-start.ts). Figures are medians; ratios are what to compare across
  * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
  * and the webhook (bench/webhook.ts), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
@@ -18,6 +19,7 @@ import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
 import { benchAtomicity } from './atomicity.ts';
 import { benchImages, formatImageFigures } from './images.ts';
+import { benchPostStart, formatPostStartFigures } from './post-start.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchSidecarRss } from './sidecar-rss.ts';
 import { buildReferences } from './reference/build-references.ts';
@@ -205,6 +207,8 @@ console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`)
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
 console.log('sidecar: one secret’s RSS against an idle Node…');
 const sidecarRss = await benchSidecarRss(moto, references);
+console.log('sidecar: its postStart hook, waiting and returning…');
+const postStart = await benchPostStart(moto, Math.min(ROUNDS, 9));
 console.log('images: sizes and container cold start…');
 const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
 await moto.stop();
@@ -293,6 +297,7 @@ console.log(`| file reads (sets) | ${atomicity.fileReads} (${atomicity.consisten
 console.log(`| torn / mixed sets | ${atomicity.torn} / ${atomicity.mixed} | 0 / 0 |`);
 console.log(`| sets retried (payload removed under the reader: ENOENT) | ${atomicity.retriedSets} | |`);
 
+console.log(`\n${formatPostStartFigures(postStart)}`);
 console.log(`\n${formatWebhookFigures(webhook)}`);
 console.log(`\n${formatImageFigures(images)}`);
 
@@ -340,6 +345,16 @@ const costPerPod = [
     '',
   ],
   [
+    "native sidecar's postStart hook while it waits: anonymous memory / the agent's",
+    `${postStart.waiting.hook.anonMiB} / ${postStart.waiting.agent.anonMiB} MiB (${postStart.waiting.hookAnonVsAgentAnon}×)`,
+    '< 1×',
+  ],
+  [
+    "app's start after the set is written: postStart hook; startupProbe (periodSeconds 1), median / max",
+    `${postStart.gate.hookLagMs.median} / ${postStart.gate.hookLagMs.max} ms; ${postStart.gate.probeLagMs.median} / ${postStart.gate.probeLagMs.max} ms`,
+    '',
+  ],
+  [
     'webhook CPU per admission / TLS echo floor (replica pods; distinct pods)',
     `${replicas.max.cpuPerRequestVsFloor}×; ${webhook.modes.distinct.max.cpuPerRequestVsFloor}×`,
     '≤ 2×',
@@ -358,5 +373,5 @@ for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${v
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, atomicity, webhook, images, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, targets }, null, 2)}\n`,
 );

@@ -1,6 +1,7 @@
 /**
  * Builds what the images run: dist/agent.js (+ dist/agent-chunks/, one chunk per provider, loaded
- * only when a reference needs it) and dist/webhook.js. Self-contained: no node_modules at run time.
+ * only when a reference needs it), dist/wait-ready.cjs (the native sidecar's postStart hook) and
+ * dist/webhook.js. Self-contained: no node_modules at run time.
  * Also the example exec: helpers (helpers/*.ts), each one readable file in dist/helpers/, named as
  * references name it, to put into a helpers volume.
  */
@@ -204,6 +205,18 @@ if (only === undefined || only === 'agent') {
     outExtension: { '.js': '.cjs' },
   });
   writeFileSync('dist/agent-snapshot.meta.json', JSON.stringify(snapshot.metafile));
+  // The native sidecar's postStart hook (agent/post-start/main.ts): its own small file, so waiting
+  // costs a bare Node start and none of the agent's. CommonJS: no ES module loader to start.
+  rmSync('dist/wait-ready.cjs', { force: true });
+  const hook = await build({
+    ...common,
+    banner: {},
+    format: 'cjs',
+    entryPoints: { 'wait-ready': 'agent/post-start/main.ts' },
+    outdir: 'dist',
+    outExtension: { '.js': '.cjs' },
+  });
+  writeFileSync('dist/wait-ready.meta.json', JSON.stringify(hook.metafile));
 }
 
 if (only === undefined || only === 'helpers') {

@@ -57,7 +57,7 @@ describe('npm start (docs/quickstart/run.ts)', () => {
     assert.match(stdout, /volume secret-agent-secrets: emptyDir, medium Memory, sizeLimit \d+Mi/);
     assert.match(
       stdout,
-      /initContainers\[0\] secret-agent {2}\(added; native sidecar: restartPolicy Always, startupProbe GET :8099\/readyz\)/,
+      /initContainers\[0\] secret-agent {2}\(added; native sidecar: restartPolicy Always, postStart holds the app until GET http:\/\/127\.0\.0\.1:8099\/readyz answers 200 \(at most 75s\)\)/,
     );
     assert.match(stdout, /image {4}ghcr\.io\/example\/secret-agent:0\.1\.0/);
     assert.match(stdout, /env {6}AGENT_MODE=sidecar/);

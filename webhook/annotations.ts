@@ -234,7 +234,7 @@ export const POD_ANNOTATIONS = {
   'init-deadline': agentSetting(
     'INIT_DEADLINE',
     'duration',
-    'How long the first fetch retries transient errors.',
+    'How long the first fetch retries transient errors. A native sidecar holds the app at most this plus 15 s; then the kubelet restarts the agent.',
     'quote',
   ),
   'log-level': agentSetting('LOG_LEVEL', 'pino level', 'The agent’s log level.', 'quote'),

@@ -131,9 +131,11 @@ export class Sidecar {
       sidecar.#files = new Map(current.map((f) => [f.path, f]));
       sidecar.#inherited = true;
     }
+    // Ready with a set it found: the app has files to read, so a restart (whose postStart hook waits
+    // on /readyz) holds nothing up and a backend outage takes nothing out of service.
     sidecar.#server = await startHealthServer(
       config.sidecar.httpAddr,
-      { ready: () => sidecar.#ready, live: () => sidecar.#live() },
+      { ready: () => sidecar.#ready || sidecar.#inherited, live: () => sidecar.#live() },
       sidecar.metrics,
     );
     return sidecar;

@@ -3,7 +3,7 @@ import { ConfigError } from '../contract/errors.ts';
 import type { AgentMetrics } from './metrics.ts';
 
 export interface HealthState {
-  /** The first complete set is written: the app may start. */
+  /** The volume holds a complete set, written by this agent or found there at its start: the app may start. */
   ready(): boolean;
   /** The refresh loop is alive (it has attempted a cycle recently). */
   live(): boolean;
@@ -12,9 +12,10 @@ export interface HealthState {
 /**
  * /healthz (liveness): the refresh loop is not stuck. A failing backend does not fail it: restarting
  * the agent would not fix the backend and would lose nothing but time.
- * /readyz (readiness, and the native sidecar's startupProbe): the first complete set is written. It
- * stays ready while refreshes fail, because the last good files are still in place and the app must
- * not be taken out of service for a backend outage.
+ * /readyz (readiness, and what the native sidecar's postStart hook waits for): the volume holds a
+ * complete set, the first one this agent wrote or one it found there at its start (the init
+ * container's, or its own before a restart). It stays ready while refreshes fail, because the last
+ * good files are still in place and the app must not be taken out of service for a backend outage.
  * /metrics: Prometheus text.
  */
 export function startHealthServer(

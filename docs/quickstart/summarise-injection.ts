@@ -16,7 +16,7 @@ export interface ContainerDoc {
   readonly restartPolicy?: string;
   readonly env?: readonly EnvEntry[];
   readonly volumeMounts?: readonly { name: string; mountPath: string; readOnly?: boolean }[];
-  readonly startupProbe?: { readonly httpGet?: { readonly path?: string; readonly port?: number } };
+  readonly lifecycle?: { readonly postStart?: { readonly exec?: { readonly command?: readonly string[] } } };
   readonly securityContext?: {
     readonly runAsUser?: number;
     readonly runAsNonRoot?: boolean;
@@ -65,8 +65,11 @@ function security(c: ContainerDoc): string {
 function role(c: ContainerDoc, list: 'initContainers' | 'containers'): string {
   if (list === 'containers') return 'classic sidecar';
   if (c.restartPolicy !== 'Always') return 'init container';
-  const probe = c.startupProbe?.httpGet;
-  return `native sidecar: restartPolicy Always${probe ? `, startupProbe GET :${probe.port}${probe.path}` : ''}`;
+  // The hook's own arguments say what it waits for and how long (webhook/render/agent-containers.ts).
+  const hook = c.lifecycle?.postStart?.exec?.command ?? [];
+  const arg = (name: string) => hook.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const [url, deadline] = [arg('url'), arg('deadline')];
+  return `native sidecar: restartPolicy Always${url ? `, postStart holds the app until GET ${url} answers 200 (at most ${deadline})` : ''}`;
 }
 
 /** The lines describing `after` (the patched pod) against `before`. */

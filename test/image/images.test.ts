@@ -110,11 +110,11 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache and the start-up snapshots', async () => {
+  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots and the native sidecar’s postStart hook', async () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
-        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
+        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
     const layers = (ref: string) =>
@@ -166,6 +166,8 @@ describe('npm run images: the images and what a release job publishes', () => {
       const onHost = hashTree(join(ROOT, 'dist'));
       const bundle = Object.keys(inImage).filter((f) => f !== 'LICENSE');
       assert.ok(bundle.includes(`${name}.js`));
+      if (name === 'agent')
+        assert.ok(bundle.includes('wait-ready.cjs'), 'the postStart hook the webhook renders');
       for (const file of bundle)
         assert.equal(inImage[file], onHost[file], `${name}: /app/${file} equals dist/${file}`);
       assert.equal(inImage.LICENSE, sha256(readFileSync(join(ROOT, 'LICENSE'))));

@@ -10,11 +10,13 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/annotations.ts';
 import { canary } from '../support/canary.ts';
+import { FaultProxy } from '../support/fault-proxy.ts';
 import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
 import { eventually } from '../support/run-agent.ts';
 import { basicPod, decodePatch, mutate, review, validatePod, type PodDoc } from '../webhook/fixtures.ts';
@@ -113,18 +115,31 @@ describe('injected pods, run in podman with both images: the webhook image patch
     });
   }
 
-  async function run(t: TestContext, pod: PodDoc): Promise<PodRun> {
+  /** `backend`: where the agent's AWS SDK goes (default moto itself). */
+  async function run(t: TestContext, pod: PodDoc, backend = moto.endpoint): Promise<PodRun> {
     const running = await runPod(pod, {
       agentImage,
       agentEnv: {
         AWS_ACCESS_KEY_ID: 'testing',
         AWS_SECRET_ACCESS_KEY: 'testing',
-        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: backend,
       },
     });
     t.after(() => running.remove());
     for (const translation of running.translations) t.diagnostic(`translated: ${translation}`);
+    for (const { container, run: hook } of running.hooks)
+      t.diagnostic(`${container} postStart: exit ${hook.code} after ${Math.round(hook.ms)} ms`);
     return running;
+  }
+
+  /** The native sidecar's postStart hook ran once, returned 0 and said why. */
+  function assertHeldUntilReady(pod: PodRun) {
+    assert.deepEqual(
+      pod.hooks.map((h) => [h.container, h.run.code]),
+      [[AGENT_CONTAINER, 0]],
+      pod.hooks.map((h) => h.run.stderr).join('\n'),
+    );
+    assert.match(pod.hooks[0]!.run.stdout, /GET http:\/\/127\.0\.0\.1:\d+\/readyz answered 200 after \d+ ms/);
   }
 
   const started = (pod: PodRun, container = APP) =>
@@ -228,6 +243,10 @@ describe('injected pods, run in podman with both images: the webhook image patch
       const running = await run(t, pod);
       assert.ok(running.translations.includes(TRANSLATIONS.initContainers));
       assert.equal(running.translations.includes(TRANSLATIONS.probes), true);
+      // The app started only once the hook had seen /readyz answer 200; classic: the init container's exit.
+      assert.equal(running.translations.includes(TRANSLATIONS.postStart), cluster === 'native');
+      if (cluster === 'native') assertHeldUntilReady(running);
+      else assert.deepEqual(running.hooks, []);
       // What the monitoring PodMonitor scrapes: the port named secret-agent, serving the agent's metrics.
       const agent = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find(
         (c) => c.name === AGENT_CONTAINER,
@@ -271,6 +290,97 @@ describe('injected pods, run in podman with both images: the webhook image patch
       assert.equal(exitCodes[AGENT_CONTAINER], 0, running.logs(AGENT_CONTAINER).stderr);
       assert.equal(readFileSync(join(volume, 'db'), 'utf8'), second, 'the files stay after the agent stops');
     });
+
+  it('native sidecar, a backend that never answers: the hook gives up at INIT_DEADLINE + 15 s, the agent container is killed, and the app never starts', async (t) => {
+    const sockets = new Set<Socket>();
+    const silent = createTcpServer((s) => sockets.add(s.on('error', () => undefined)));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      for (const s of sockets) s.destroy();
+      silent.close();
+    });
+    const { pod } = await admit(
+      appPod(
+        {
+          'secret-agent.io/secret-db': 'aws:silent/db',
+          'secret-agent.io/init-deadline': '1s',
+          'secret-agent.io/agent-http-addr': `0.0.0.0:${await freePort()}`,
+        },
+        { APP_FILES: 'db' },
+      ),
+      'native',
+    );
+    const agent = pod.spec.initContainers!.find((c) => c.name === AGENT_CONTAINER)!;
+    const hookArgs = (agent.lifecycle as { postStart: { exec: { command: string[] } } }).postStart.exec
+      .command;
+    assert.equal(hookArgs.at(-1), '--deadline=16s', 'INIT_DEADLINE (1s) + 15 s');
+
+    const running = await run(t, pod, `http://127.0.0.1:${(silent.address() as AddressInfo).port}`);
+    const failed = running.failedPostStart;
+    assert.equal(failed?.name, AGENT_CONTAINER);
+    assert.equal(failed.hook.code, 1);
+    assert.ok(failed.hook.ms >= 16_000, `the hook gave up after ${failed.hook.ms} ms, before its deadline`);
+    assert.match(
+      failed.hook.stderr,
+      /did not report its secrets written within --deadline=16s \(GET http:\/\/127\.0\.0\.1:\d+\/readyz, \d+ ms, \d+ requests; at the last, it answered 503: not every secret is written yet\)/,
+    );
+    assert.equal(
+      running.inspect(AGENT_CONTAINER).State.Status,
+      'exited',
+      'killed, for the kubelet to restart',
+    );
+    assert.equal(running.inspect(APP).State.Status, 'created', 'the app was never started');
+    assert.deepEqual(readdirSync([...running.volumes.values()][0]!), [], 'nothing was written');
+    // Why, in the log the hook's message points to.
+    assert.ok(
+      running
+        .events(AGENT_CONTAINER)
+        .some((e) => e.msg === 'not every secret could be delivered yet; retrying'),
+    );
+  });
+
+  it('native sidecar killed and restarted while the backend is down: its hook returns once the agent listens, with the files in place', async (t) => {
+    const proxy = await FaultProxy.start(moto.endpoint);
+    t.after(() => proxy.close());
+    const value = canary('restart');
+    await secrets.put('restart/db', value);
+    const agentPort = await freePort();
+    const { pod } = await admit(
+      appPod(
+        {
+          'secret-agent.io/secret-db': 'aws:restart/db',
+          'secret-agent.io/agent-http-addr': `0.0.0.0:${agentPort}`,
+        },
+        // A port to serve keeps the app running, as a real one does.
+        { APP_FILES: 'db', APP_PORT: String(await freePort()) },
+      ),
+      'native',
+    );
+    const running = await run(t, pod, proxy.endpoint);
+    assertHeldUntilReady(running);
+    assert.deepEqual((await eventually(() => started(running), 'the app’s start report')).files, {
+      db: sha256(value),
+    });
+
+    proxy.setDown(true);
+    const asked = proxy.requests.length;
+    // What the OOM killer does; the kubelet then starts the container again and runs its hook.
+    await running.kill(AGENT_CONTAINER, 'SIGKILL');
+    const hook = await running.restart(AGENT_CONTAINER);
+    t.diagnostic(
+      `${AGENT_CONTAINER} postStart after the restart: exit ${hook.code} after ${Math.round(hook.ms)} ms`,
+    );
+    assert.equal(hook.code, 0, hook.stderr);
+    assert.equal(readFileSync(join([...running.volumes.values()][0]!, 'db'), 'utf8'), value);
+    assert.equal((await fetch(`http://127.0.0.1:${agentPort}/readyz`)).status, 200);
+    await eventually(
+      () => (proxy.requests.length > asked ? true : undefined),
+      'the restarted agent asking the backend',
+    );
+    assert.equal(running.inspect(APP).State.Status, 'running');
+    const exitCodes = await running.stop();
+    assert.equal(exitCodes[APP], 0);
+  });
 
   // name, cluster, annotations, containers rendered, warning, how long the app runs (ms). The agent
   // samples /proc each second: a Job that needs a sidecar at all runs longer than that.
@@ -324,6 +434,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
       else assert.deepEqual(warnings, []);
       const running = await run(t, pod);
       // complete() waits for every container: a classic sidecar that never exits fails it.
+      if (cluster === 'native') assertHeldUntilReady(running);
       const { phase, exitCodes } = await running.complete(60_000);
       assert.equal(phase, 'Succeeded');
       for (const [container, code] of Object.entries(exitCodes))

@@ -1,8 +1,14 @@
 /**
  * Runs a pod the webhook patched in podman, ordered as a kubelet orders it: init containers one
  * after the other (each must exit 0), a native sidecar (an init container with restartPolicy Always)
- * started and waited on through its startupProbe, then the pod's containers together; when the
- * containers of a run-to-completion pod have ended, its native sidecars get SIGTERM.
+ * started and waited on through its postStart hook (or its startupProbe, if it has one), then the
+ * pod's containers together; when the containers of a run-to-completion pod have ended, its native
+ * sidecars get SIGTERM.
+ *
+ * A postStart exec hook runs as the kubelet runs it (kuberuntime's startContainer, step 4): inside
+ * the container just started (`podman exec`: its user, its env), with no timeout of the kubelet's
+ * own, and the next container starts only once it has returned; one that fails gets its container
+ * killed, and the pod goes no further (a kubelet would then restart a native sidecar with back-off).
  *
  * `podman kube play --start=false` creates the containers from the pod's own spec (image, command,
  * env, mounts, securityContext, resources); the harness starts them. Where podman 4.3 cannot express
@@ -36,6 +42,8 @@ export const TRANSLATIONS = {
     'downward-API env (metadata.name, metadata.namespace, metadata.uid) → the values the API server would fill in: kube play does not resolve metadata.namespace',
   probes:
     'probes → run by the harness from the host, as the kubelet runs them from the node: podman turns httpGet into curl inside the container, which a distroless image cannot run',
+  postStart:
+    'lifecycle.postStart (exec) → run by the harness with podman exec in the started container, the next container started only once it returns, as the kubelet does: kube play ignores lifecycle hooks',
   initContainers:
     'initContainers → containers the harness starts in the kubelet’s order, pod restartPolicy Never: kube play refuses probes on init containers (so no native sidecar) and waits ~20 s after each (containers/podman#16343)',
   ports:
@@ -62,6 +70,10 @@ export interface PodRun {
   readonly volumes: ReadonlyMap<string, string>;
   /** The init container that failed, if the pod never got past its init containers. */
   readonly failedInit?: { readonly name: string; readonly code: number; readonly stderr: string };
+  /** The container whose postStart hook failed (and which was killed for it): the pod went no further. */
+  readonly failedPostStart?: { readonly name: string; readonly hook: HookRun };
+  /** Every postStart hook run so far, in order (a restart runs the hook again). */
+  readonly hooks: readonly { readonly container: string; readonly run: HookRun }[];
   /** A container's output so far (canary-checked). */
   logs(container: string): { stdout: string; stderr: string };
   /** JSON lines a container printed. */
@@ -76,7 +88,22 @@ export interface PodRun {
   complete(timeoutMs?: number): Promise<{ phase: 'Succeeded' | 'Failed'; exitCodes: Record<string, number> }>;
   /** Pod deletion: SIGTERM to the containers, then to native sidecars (last started, first stopped). */
   stop(): Promise<Record<string, number>>;
+  /** A signal to a container's process from outside the pod (SIGKILL: what the OOM killer sends). */
+  kill(container: string, signal: NodeJS.Signals): Promise<void>;
+  /**
+   * What the kubelet does when a native sidecar's process has died: starts the container again, runs
+   * its postStart hook (killing it again if the hook fails) and resolves with the hook's run.
+   */
+  restart(container: string): Promise<HookRun>;
   remove(): Promise<void>;
+}
+
+/** One run of a postStart exec hook: its exit code and output (canary-checked), and how long it ran. */
+export interface HookRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly ms: number;
 }
 
 export interface ContainerInspect {
@@ -130,6 +157,7 @@ function translate(pod: PodDoc, name: string, options: PodRunOptions) {
 
   type Env = { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } };
   const probes = new Map<string, HttpProbe>();
+  const hooks = new Map<string, readonly string[]>();
   const fieldValues: Record<string, string> = {
     'metadata.name': meta.name,
     'metadata.namespace': meta.namespace,
@@ -137,8 +165,24 @@ function translate(pod: PodDoc, name: string, options: PodRunOptions) {
   };
   /** The container as podman can run it: downward-API env resolved, probes left to the harness. */
   const translateContainer = (c: Container): Container => {
-    const { startupProbe, readinessProbe, livenessProbe, restartPolicy: _native, ports, ...kept } = c;
+    const {
+      startupProbe,
+      readinessProbe,
+      livenessProbe,
+      restartPolicy: _native,
+      ports,
+      lifecycle,
+      ...kept
+    } = c;
     if (ports !== undefined) translations.add(TRANSLATIONS.ports);
+    if (lifecycle !== undefined) {
+      const { postStart, ...other } = lifecycle as { postStart?: { exec?: { command?: string[] } } };
+      const command = postStart?.exec?.command;
+      if (Object.keys(other).length > 0 || !command)
+        throw new Error(`${c.name}: no translation for lifecycle ${JSON.stringify(lifecycle)}`);
+      hooks.set(c.name, command);
+      translations.add(TRANSLATIONS.postStart);
+    }
     if (startupProbe) probes.set(c.name, startupProbe as HttpProbe);
     if (startupProbe || readinessProbe || livenessProbe) translations.add(TRANSLATIONS.probes);
     const env = ((c.env ?? []) as Env[]).map((e) => {
@@ -173,6 +217,7 @@ function translate(pod: PodDoc, name: string, options: PodRunOptions) {
     translations: [...translations],
     volumes,
     probes,
+    hooks,
     order,
     regular: regular.map((c) => c.name),
   };
@@ -231,13 +276,34 @@ export async function runPod(pod: PodDoc, options: PodRunOptions): Promise<PodRu
     return waitFor(container, 30_000);
   };
   const natives = t.order.filter((o) => o.native).map((o) => o.name);
+  const hooks: { container: string; run: HookRun }[] = [];
+  /** The container's postStart hook, as the kubelet runs it; false when it failed and the container was killed. */
+  const postStart = async (container: string): Promise<boolean> => {
+    const command = t.hooks.get(container);
+    if (!command) return true;
+    const begin = performance.now();
+    const r = await podman.runAsync(['exec', ctr(container), ...command], { check: false });
+    const run = { code: r.status, stdout: r.stdout, stderr: r.stderr, ms: performance.now() - begin };
+    assertNoCanary(run.stdout, `${container} postStart stdout`);
+    assertNoCanary(run.stderr, `${container} postStart stderr`);
+    hooks.push({ container, run });
+    if (run.code === 0) return true;
+    // The kubelet's killContainer: SIGTERM, then SIGKILL once the grace period (here 10 s) is over.
+    await podman.runAsync(['stop', '--time', '10', ctr(container)], { check: false });
+    return false;
+  };
 
   let failedInit: PodRun['failedInit'];
+  let failedPostStart: PodRun['failedPostStart'];
   try {
     await podman.runAsync(['kube', 'play', '--start=false', manifest]);
     for (const step of t.order) {
       await start(step.name);
       if (step.native) {
+        if (!(await postStart(step.name))) {
+          failedPostStart = { name: step.name, hook: hooks.at(-1)!.run };
+          break;
+        }
         const probe = t.probes.get(step.name);
         if (probe && !(await probePasses(probe)))
           throw new Error(`${step.name}: the startupProbe never passed: ${logs(step.name).stderr}`);
@@ -249,7 +315,18 @@ export async function runPod(pod: PodDoc, options: PodRunOptions): Promise<PodRu
         }
       }
     }
-    if (!failedInit) await start(...t.regular);
+    if (!failedInit && !failedPostStart) {
+      // The kubelet starts them one by one, each after its own hook; without hooks, together.
+      if (t.regular.some((c) => t.hooks.has(c)))
+        for (const c of t.regular) {
+          await start(c);
+          if (!(await postStart(c))) {
+            failedPostStart = { name: c, hook: hooks.at(-1)!.run };
+            break;
+          }
+        }
+      else await start(...t.regular);
+    }
   } catch (e) {
     await remove();
     throw e;
@@ -260,6 +337,8 @@ export async function runPod(pod: PodDoc, options: PodRunOptions): Promise<PodRu
     translations: t.translations,
     volumes: t.volumes,
     ...(failedInit ? { failedInit } : {}),
+    ...(failedPostStart ? { failedPostStart } : {}),
+    hooks,
     logs,
     events: (container) =>
       logs(container)
@@ -283,6 +362,16 @@ export async function runPod(pod: PodDoc, options: PodRunOptions): Promise<PodRu
       running.forEach((c, i) => (exitCodes[c] = codes[i]!));
       for (const c of [...natives].reverse()) if (started.includes(c)) exitCodes[c] = await stopContainer(c);
       return exitCodes;
+    },
+    async kill(container, signal) {
+      await podman.runAsync(['kill', '--signal', signal, ctr(container)]);
+    },
+    async restart(container) {
+      if (!t.hooks.has(container)) throw new Error(`${container} has no postStart hook to run again`);
+      await waitFor(container, 30_000);
+      await podman.runAsync(['start', ctr(container)]);
+      await postStart(container);
+      return hooks.at(-1)!.run;
     },
     remove,
   };

@@ -108,11 +108,19 @@ describe('exact patches', () => {
             command: SIDECAR_ARGV,
             restartPolicy: 'Always',
             ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
-            startupProbe: {
-              httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-              timeoutSeconds: 1,
-              periodSeconds: 1,
-              failureThreshold: 75,
+            // Holds the app until /readyz answers 200, for INIT_DEADLINE (60 s) + 15 s at most: the
+            // 75 s (failureThreshold × periodSeconds) the startupProbe it replaced allowed.
+            lifecycle: {
+              postStart: {
+                exec: {
+                  command: [
+                    '/nodejs/bin/node',
+                    '/app/wait-ready.cjs',
+                    '--url=http://127.0.0.1:8099/readyz',
+                    '--deadline=75s',
+                  ],
+                },
+              },
             },
             readinessProbe: {
               httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
@@ -374,10 +382,12 @@ describe('the patch applies to many pod shapes, in every mode', () => {
           assert.equal(nativeSidecar !== undefined, native === 'true' && mode !== 'init');
           if (nativeSidecar) assert.equal(inits.indexOf(nativeSidecar), 0);
           assert.equal(
-            nativeSidecar?.startupProbe !== undefined,
+            (nativeSidecar?.lifecycle as { postStart?: unknown } | undefined)?.postStart !== undefined,
             native === 'true' && mode === 'init+sidecar',
-            'only the init+sidecar native sidecar gates the app on /readyz',
+            'only the init+sidecar native sidecar holds the app until /readyz answers',
           );
+          // A startupProbe beside the hook would hold the app until its next period all the same.
+          assert.equal(nativeSidecar?.startupProbe, undefined);
 
           const volumes = mutated.spec.volumes as {
             name: string;
@@ -859,6 +869,46 @@ describe('which start-up snapshot the init container runs', () => {
   it('a native sidecar runs the plain bundle, GCP or not: it stays, so its memory counts', () => {
     const c = initContainer({ 'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key' });
     assert.deepEqual(c.command, [...SIDECAR_COMMAND]);
+  });
+});
+
+describe('the native sidecar holds the app with a postStart hook, not a startupProbe', () => {
+  const hook = (annotations: Record<string, string>, spec: Partial<PodDoc['spec']> = {}) => {
+    const pod = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db#password', ...annotations }, spec);
+    const result = admit(pod, CLUSTER);
+    assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+    const patched = mutate(pod, decodePatch(result.review.response));
+    validatePod(patched);
+    const agent = patched.spec.initContainers!.find((c) => c.name === 'secret-agent')!;
+    assert.equal(agent.startupProbe, undefined);
+    return (agent.lifecycle as { postStart: { exec: { command: string[] } } }).postStart.exec.command;
+  };
+
+  it('asks the port agent-http-addr names, over the loopback of the family it binds', () => {
+    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': '0.0.0.0:8199' }).slice(2, 3), [
+      '--url=http://127.0.0.1:8199/readyz',
+    ]);
+    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': ':8299' }).slice(2, 3), [
+      '--url=http://127.0.0.1:8299/readyz',
+    ]);
+    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': '[::]:8399' }).slice(2, 3), [
+      '--url=http://[::1]:8399/readyz',
+    ]);
+  });
+
+  it('gives up INIT_DEADLINE + 15 s after the start, as the startupProbe did (periodSeconds 1 × failureThreshold)', () => {
+    assert.deepEqual(hook({}).slice(3), ['--deadline=75s']);
+    assert.deepEqual(hook({ 'secret-agent.io/init-deadline': '2m' }).slice(3), ['--deadline=135s']);
+    assert.deepEqual(hook({ 'secret-agent.io/init-deadline': '1500ms' }).slice(3), ['--deadline=17s']);
+  });
+
+  it('in a Job’s pod too: the kubelet runs the hook whatever the pod’s restartPolicy', () => {
+    assert.deepEqual(hook({}, { restartPolicy: 'Never' }), [
+      '/nodejs/bin/node',
+      '/app/wait-ready.cjs',
+      '--url=http://127.0.0.1:8099/readyz',
+      '--deadline=75s',
+    ]);
   });
 });
 

@@ -26,7 +26,7 @@ export interface AgentContainer {
     readonly containerPort: number;
     readonly protocol: 'TCP';
   }[];
-  readonly startupProbe?: Record<string, unknown>;
+  readonly lifecycle?: { readonly postStart: { readonly exec: { readonly command: readonly string[] } } };
   readonly readinessProbe?: Record<string, unknown>;
   readonly livenessProbe?: Record<string, unknown>;
 }
@@ -54,6 +54,15 @@ export const GCP_INIT_COMMAND: readonly string[] = [
   '--',
 ];
 
+/**
+ * The native sidecar's postStart hook (agent/post-start/main.ts, built as /app/wait-ready.cjs): it
+ * asks /readyz every 20 ms at first and returns once it answers 200, and the kubelet starts the pod's
+ * next container only when a postStart handler has returned. A startupProbe holds the app until the
+ * probe's next period instead: a second more per pod on a real node (docs/webhook.md, Start-up).
+ * Paths are Dockerfile.agent's.
+ */
+export const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
+
 /** Where the agent container sees vault-client-cert-secret (tls.crt, tls.key). */
 export const VAULT_CLIENT_CERT_DIR = '/var/run/secrets/secret-agent/vault-client';
 
@@ -65,8 +74,8 @@ export interface AgentPlacement {
 
 /**
  * The agent container(s) for a request. init+sidecar on a cluster with native sidecars is ONE
- * init container with restartPolicy Always: the kubelet starts the app only once its startupProbe
- * (the agent's /readyz: every file written) passes, so secrets exist before the app starts.
+ * init container with restartPolicy Always: the kubelet starts the app only once its postStart hook
+ * has seen the agent's /readyz answer 200 (every file written), so secrets exist before the app starts.
  */
 export function renderAgentContainers(
   request: InjectionRequest,
@@ -110,21 +119,28 @@ export function renderAgentContainers(
     timeoutSeconds: 1,
     ...extra,
   });
-  const deadline =
-    request.agentSettings.find((s) => s.env === 'INIT_DEADLINE')?.value ??
-    AGENT_SETTINGS.INIT_DEADLINE.default ??
-    '60s';
-  // The agent gives up after INIT_DEADLINE; the probe waits a little longer so the agent's own error wins.
-  const startupSeconds = Math.ceil(parseDuration(deadline)! / 1000) + 15;
+  const setting = (env: 'INIT_DEADLINE' | 'AGENT_HTTP_ADDR') =>
+    request.agentSettings.find((s) => s.env === env)?.value ?? AGENT_SETTINGS[env].default!;
+  // The agent retries for INIT_DEADLINE; the hook waits 15 s longer so the agent's own error is logged
+  // first. 75 s by default: what the startupProbe it replaces allowed (failureThreshold × periodSeconds).
+  const holdSeconds = Math.ceil(parseDuration(setting('INIT_DEADLINE'))! / 1000) + 15;
+  // The hook runs inside the agent's container, so it asks over loopback (the webhook only lets the
+  // agent bind every address, of one family or both).
+  const { host } = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(setting('AGENT_HTTP_ADDR'), 'AGENT_HTTP_ADDR');
+  const readyz = `http://${host === '::' ? '[::1]' : '127.0.0.1'}:${request.httpPort}/readyz`;
+  // No startupProbe beside the hook: the kubelet would then wait for the probe's next period too.
+  const holdApp = {
+    postStart: {
+      exec: { command: [...POST_START_COMMAND, `--url=${readyz}`, `--deadline=${holdSeconds}s`] },
+    },
+  };
   const sidecar = (native: boolean, gate: boolean): AgentContainer => ({
     ...container(AGENT_CONTAINER, 'sidecar'),
     command: SIDECAR_COMMAND,
     ...(native ? { restartPolicy: 'Always' as const } : {}),
     // Declared so monitoring can scrape it by name (deploy/components/monitoring's PodMonitor).
     ports: [{ name: AGENT_PORT_NAME, containerPort: request.httpPort, protocol: 'TCP' as const }],
-    ...(gate
-      ? { startupProbe: probe('/readyz', { periodSeconds: 1, failureThreshold: startupSeconds }) }
-      : {}),
+    ...(gate ? { lifecycle: holdApp } : {}),
     readinessProbe: probe('/readyz', { periodSeconds: 10, failureThreshold: 3 }),
     livenessProbe: probe('/healthz', { periodSeconds: 10, failureThreshold: 3 }),
   });
