@@ -53,6 +53,8 @@ export async function runInit(
   });
   if (dir.leftoversRemoved.length > 0)
     log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
+  if (dir.linksRestored.length > 0)
+    log.info({ restored: dir.linksRestored }, 'made the links an interrupted run did not make');
   const providers = new ProviderSet({
     pod: config.pod,
     agentVersion,

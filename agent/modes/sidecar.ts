@@ -125,6 +125,8 @@ export class Sidecar {
     });
     if (dir.leftoversRemoved.length > 0)
       deps.log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
+    if (dir.linksRestored.length > 0)
+      deps.log.info({ restored: dir.linksRestored }, 'made the links an interrupted run did not make');
     const sidecar = new Sidecar(config, dir, deps);
     const current = await dir.current();
     if (current) {

@@ -58,15 +58,26 @@ export class AtomicDir {
    * `..data_tmp` link, left by a run that was killed mid-write. Names only, for a log line.
    */
   readonly leftoversRemoved: readonly string[];
+  /**
+   * The user-visible links open() made again: names of the live set that had none, left by a run killed
+   * between its `..data` swap and its links (a restart that finds the set unchanged writes nothing).
+   */
+  readonly linksRestored: readonly string[];
   readonly #link: string;
   readonly #ownDir: RegExp;
   /** The volume is setgid (the kubelet's fsGroup volume): our directories must stay so. */
   readonly #setgid: number;
   #queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(dir: string, setName: string, leftoversRemoved: readonly string[], setgid: number) {
+  private constructor(
+    dir: string,
+    setName: string,
+    recovered: { readonly removed: readonly string[]; readonly restored: readonly string[] },
+    setgid: number,
+  ) {
     this.dir = dir;
-    this.leftoversRemoved = leftoversRemoved;
+    this.leftoversRemoved = recovered.removed;
+    this.linksRestored = recovered.restored;
     this.#link = `..${setName}`;
     this.#ownDir = ownPayloadPattern(setName);
     this.#setgid = setgid;
@@ -114,7 +125,9 @@ export class AtomicDir {
       }
     }
     const setgid = (await stat(resolved)).mode & S_ISGID;
-    return new AtomicDir(resolved, setName, await removeLeftovers(resolved, setName), setgid);
+    const removed = await removeLeftovers(resolved, setName);
+    const restored = await restoreLinks(resolved, setName);
+    return new AtomicDir(resolved, setName, { removed, restored }, setgid);
   }
 
   /** The path readers should resolve once to read a consistent set. */
@@ -305,6 +318,25 @@ async function removeLeftovers(dir: string, setName: string): Promise<string[]> 
     }
   }
   return removed;
+}
+
+/**
+ * At start: the live set's user-visible links, made where a run killed after its `..data` swap left
+ * none. Only an absent name is linked: whatever else holds a name (another set's, the user's) stays.
+ */
+async function restoreLinks(dir: string, setName: string): Promise<string[]> {
+  const link = `..${setName}`;
+  const live = await readlink(join(dir, link)).catch(() => undefined);
+  if (!live || !ownPayloadPattern(setName).test(live)) return [];
+  const restored: string[] = [];
+  for (const name of await readdir(join(dir, live)).catch(() => [])) {
+    const made = await symlink(`${link}/${name}`, join(dir, name)).then(
+      () => true,
+      () => false, // EEXIST: it has its link, or the name is someone else's
+    );
+    if (made) restored.push(name);
+  }
+  return restored;
 }
 
 /** Read and search for each class (owner, group, others) that may read some file of the set. */

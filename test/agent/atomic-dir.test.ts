@@ -8,6 +8,7 @@ import {
   readlinkSync,
   statSync,
   symlinkSync,
+  unlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -63,6 +64,23 @@ describe('AtomicDir', () => {
       assert.equal(read(tmp.path, 'a'), 'A2');
       assert.deepEqual(readdirSync(tmp.path).filter((e) => e.startsWith('..data_')).length, 1);
     }
+  });
+
+  it('a run killed between its swap and its links: the next open makes the missing links, and only those', async () => {
+    using tmp = memoryDir();
+    const first = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+    await first.write([file('a', 'A1'), file('sub/b', 'B1')]);
+    assert.deepEqual(first.linksRestored, []);
+    // What a kill right after the rename of ..data leaves: the new set, without its links.
+    unlinkSync(join(tmp.path, 'a'));
+    unlinkSync(join(tmp.path, 'sub'));
+    // A name of the set that someone else holds stays theirs.
+    writeFileSync(join(tmp.path, 'sub'), 'not ours');
+    const again = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+    assert.deepEqual(again.linksRestored, ['a']);
+    assert.equal(read(tmp.path, 'a'), 'A1');
+    assert.equal(read(tmp.path, 'sub'), 'not ours');
+    assert.deepEqual((await AtomicDir.open(tmp.path, { requireMemoryFs: true })).linksRestored, []);
   });
 
   it('swaps the whole set, drops names it no longer writes and the old payload', async () => {
