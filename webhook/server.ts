@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
+import { checkJsonShape } from './admission/json-limits.ts';
 import { BadReviewError } from './admission/review.ts';
 import type { InjectionDefaults } from './config.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
@@ -91,6 +92,7 @@ async function route(
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
     const body = await readBody(req, MAX_BODY_BYTES);
+    checkJsonShape(body);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     sendJson(res, 200, text);

@@ -391,10 +391,14 @@ describe('the admission cache', () => {
 
   it('does not keep an answer over 64 KiB', () => {
     const cache = new AdmissionCache(8);
+    // Two templates, each under its own limit, whose patch is over the cache's.
+    const text = `{{password}}${'.'.repeat(MAX_CACHED_CHARS / 2)}`;
     const big = {
       pod: basicPod({
         'secret-agent.io/secret-x': 'aws:prod/x',
-        'secret-agent.io/template-x': `{{password}}${'.'.repeat(MAX_CACHED_CHARS)}`,
+        'secret-agent.io/template-x': text,
+        'secret-agent.io/secret-y': 'aws:prod/y',
+        'secret-agent.io/template-y': text,
       }),
     };
     for (let i = 0; i < 2; i++) {

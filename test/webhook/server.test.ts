@@ -97,6 +97,9 @@ describe('the HTTPS server', () => {
       ['GET /mutate', { method: 'GET' }, 405],
       ['empty body', { body: '' }, 400],
       ['oversized body', { body: Buffer.alloc(MAX_BODY_BYTES + 1, 0x20) }, 413],
+      // Refused before JSON.parse builds them (webhook/admission/json-limits.ts).
+      ['JSON nested a million deep', { body: `${'['.repeat(1e6)}${']'.repeat(1e6)}` }, 400],
+      ['a million empty objects', { body: `[${Array(1e6).fill('{}').join(',')}]` }, 400],
     ];
     for (const [name, options, status] of cases) {
       const reply = await call(webhook.port, pair.ca, '/mutate', options);

@@ -5,9 +5,10 @@ import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
+import { checkAnnotationLimits } from './annotation-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
 import { parseInjectionRequest } from './parse-annotations.ts';
-import { annotationValues, forLog, redactMessage } from './redact.ts';
+import { forLog, redactMessages } from './redact.ts';
 import {
   allowFields,
   denyFields,
@@ -30,6 +31,8 @@ export interface DecisionLog {
   readonly containers?: readonly string[];
   readonly annotations?: readonly string[];
   readonly problems?: readonly string[];
+  /** Problems past MAX_SHOWN_PROBLEMS, counted only. */
+  readonly problemsNotShown?: number;
   readonly warnings?: number;
 }
 
@@ -100,6 +103,9 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
   }
   const annotations = input.pod?.metadata?.annotations ?? {};
   if (decision.action === 'deny') return denied([decision.error], annotations);
+  // Sizes before anything parses them: what a pod's annotations can cost is bounded here.
+  const oversized = checkAnnotationLimits(annotations);
+  if (oversized.length > 0) return denied(oversized, annotations);
   let injection: InjectionRequest;
   try {
     injection = parseInjectionRequest(decision.pod, defaults);
@@ -124,24 +130,32 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
   };
 }
 
+/**
+ * A refusal shows this many problems and counts the rest: enough to fix in one pass, while a pod with
+ * hundreds of bad annotations gets an answer (and a log line) of a few KiB, redacted in milliseconds.
+ */
+export const MAX_SHOWN_PROBLEMS = 20;
+
 function denied(
   errors: readonly ConfigError[],
   annotations: Readonly<Record<string, string>>,
 ): AdmissionDecision {
-  const values = annotationValues(annotations);
-  const messages = errors.map((e) => redactMessage(e, values));
+  const shown = errors.slice(0, MAX_SHOWN_PROBLEMS);
+  const notShown = errors.length - shown.length;
+  const messages = redactMessages(shown, annotations);
   const message =
     errors.length === 1
       ? `secret-agent cannot inject this pod: ${messages[0]}`
-      : `secret-agent cannot inject this pod (${errors.length} problems): ${messages.join(' | ')}`;
+      : `secret-agent cannot inject this pod (${errors.length} problems${notShown > 0 ? `, the first ${shown.length} shown` : ''}): ${messages.join(' | ')}`;
   return {
     outcome: 'denied',
     errors,
     fields: denyFields(message),
     log: {
       outcome: 'denied',
-      annotations: [...new Set(errors.map((e) => e.field))],
+      annotations: [...new Set(shown.map((e) => e.field))],
       problems: messages.map(forLog),
+      ...(notShown > 0 ? { problemsNotShown: notShown } : {}),
     },
   };
 }
