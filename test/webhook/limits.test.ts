@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request } from 'node:https';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
@@ -11,9 +12,20 @@ import {
 } from '../../webhook/admission/annotation-limits.ts';
 import { checkJsonShape, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import {
+  BodyBudget,
+  LARGE_BODY_BYTES,
+  MAX_BODY_BYTES,
+  MAX_LARGE_IN_FLIGHT_BYTES,
+  MAX_SMALL_IN_FLIGHT_BYTES,
+} from '../../webhook/body-budget.ts';
+import { parseWebhookConfig } from '../../webhook/config.ts';
+import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
+import { captureLog } from '../support/captured-log.ts';
 import { runAgent } from '../support/run-agent.ts';
 import {
+  AGENT_IMAGE,
   basicPod,
   containerEnv,
   injectionDefaults,
@@ -22,6 +34,8 @@ import {
   review,
   validatePod,
 } from './fixtures.ts';
+import { call } from './https-call.ts';
+import { certDir, makeServingPair, SERVER_NAME } from './tls-certs.ts';
 
 const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
 
@@ -219,5 +233,112 @@ describe('the secret-agent.io/ annotations, measured before any is parsed', () =
       run.stderr,
       /SECRET_0_TEMPLATE: is 65549 bytes long, over its limit of 64 KiB\. Fix: keep a template under 64 KiB/,
     );
+  });
+});
+
+describe('request bodies in flight, over HTTPS', () => {
+  it('a body pool that is full answers 429 with Retry-After before reading; the other pool still answers; a body counts until its answer is sent', () => {
+    const budget = new BodyBudget();
+    const large = [
+      budget.reserve(MAX_BODY_BYTES),
+      budget.reserve(MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES),
+    ];
+    assert.ok(large.every((r) => r?.large));
+    assert.equal(budget.reserve(LARGE_BODY_BYTES + 1), undefined);
+    const small = budget.reserve(LARGE_BODY_BYTES);
+    assert.equal(small?.large, false);
+    assert.equal(budget.reserve(MAX_SMALL_IN_FLIGHT_BYTES), undefined);
+    large[0]!.release();
+    large[0]!.release();
+    assert.deepEqual(budget.inFlight, {
+      small: LARGE_BODY_BYTES,
+      large: MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES,
+    });
+    assert.ok(budget.reserve(MAX_BODY_BYTES));
+  });
+
+  it('sheds a third 3 MiB body while two are arriving, answers an ordinary pod meanwhile, and reads the next large body once one is done', async () => {
+    const pair = await makeServingPair();
+    using dir = certDir();
+    dir.write(pair);
+    const logs = captureLog();
+    const config = parseWebhookConfig({
+      AGENT_IMAGE,
+      ...CLUSTER,
+      WEBHOOK_PORT: '0',
+      WEBHOOK_HOST: '127.0.0.1',
+      TLS_CERT_FILE: dir.cert,
+      TLS_KEY_FILE: dir.key,
+    });
+    const webhook = await startWebhook(config, { log: logs.log });
+    const large = Buffer.from(
+      JSON.stringify(
+        review(
+          basicPod({
+            'secret-agent.io/secret-db': 'aws:prod/db',
+            padding: 'p'.repeat(MAX_BODY_BYTES - 2000),
+          }),
+        ),
+      ),
+    );
+    assert.ok(large.length > MAX_BODY_BYTES - 2000 && large.length <= MAX_BODY_BYTES);
+    /** A request whose body is still arriving: its headers and the first bytes sent. */
+    const arriving = () => {
+      const req = request({
+        host: '127.0.0.1',
+        port: webhook.port,
+        path: '/mutate',
+        method: 'POST',
+        ca: pair.ca,
+        servername: SERVER_NAME,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': large.length },
+      });
+      const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        req.on('response', (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        });
+        req.on('error', reject);
+      });
+      answered.catch(() => undefined);
+      req.write(large.subarray(0, 1000));
+      return { req, answered };
+    };
+    try {
+      const first = arriving();
+      const second = arriving();
+      // Once the server has their headers, the large pool is full: a third large body, sent whole, is
+      // shed (before that, it is read and answered).
+      const third = () => call(webhook.port, pair.ca, '/mutate', { body: large });
+      let answer = await third();
+      for (let i = 0; i < 50 && answer.status !== 429; i++) answer = await third();
+      assert.equal(answer.status, 429);
+      assert.equal(answer.headers['retry-after'], '1');
+      assert.match(answer.body, /the webhook holds as many request bodies as it may; retry in 1 s/);
+      const ordinary = await call(webhook.port, pair.ca, '/mutate', {
+        body: JSON.stringify(review(basicPod({ 'secret-agent.io/secret-api': 'aws:prod/api' }))),
+      });
+      assert.equal(ordinary.status, 200);
+      assert.match(ordinary.body, /"allowed":true/);
+      // The first finishes its body and is answered: its bytes are free for the next large one.
+      first.req.end(large.subarray(1000));
+      assert.equal((await first.answered).status, 200);
+      const next = await call(webhook.port, pair.ca, '/mutate', { body: large });
+      assert.equal(next.status, 200);
+      assert.match(next.body, /"allowed":true/);
+      // A client that gives up mid-body frees its bytes too.
+      second.req.destroy();
+      const after = await call(webhook.port, pair.ca, '/mutate', { body: large });
+      assert.equal(after.status, 200);
+      const metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
+      assert.match(metrics, /^secret_agent_webhook_admission_requests_total\{outcome="shed"\} [1-9]/m);
+    } finally {
+      await webhook.close();
+    }
+    const shedLine = logs.lines().find((l) => l.outcome === 'shed');
+    assert.equal(shedLine?.level, 40);
+    assert.equal(shedLine?.declared, String(large.length));
   });
 });
