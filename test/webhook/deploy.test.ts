@@ -13,8 +13,10 @@ import {
   OPT_IN_LABEL,
 } from '../../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SMALL_IN_FLIGHT_BYTES } from '../../webhook/body-budget.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
+import { deployedWebhook } from './deployed-webhook.ts';
 
 const DEPLOY = join(ROOT, 'deploy');
 type KubeObject = {
@@ -153,8 +155,25 @@ describe('deploy/', () => {
     )[0]!;
     const env = (deployment.spec as { template: { spec: { containers: { env: { name: string }[] }[] } } })
       .template.spec.containers[0]!.env;
-    for (const { name } of env)
+    // NODE_OPTIONS is Node's own: the heap cap below.
+    for (const { name } of env.filter((e) => e.name !== 'NODE_OPTIONS'))
       assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `${name} is not a webhook setting`);
+  });
+
+  it('the Deployment caps the webhook’s V8 heap at half its memory limit, as the webhook caps the agent’s', () => {
+    const deployed = deployedWebhook();
+    const oldSpace = /--max-old-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);
+    assert.ok(oldSpace, `NODE_OPTIONS ${JSON.stringify(deployed.nodeOptions)} caps the heap`);
+    assert.equal(Number(oldSpace[1]), deployed.memoryLimitMiB / 2);
+    // The young generation counts too (3 × the semi-space): small, so the heap's whole limit stays
+    // well under the container's, with room for Node itself and the request budget's buffers.
+    const semiSpace = /--max-semi-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);
+    assert.ok(semiSpace && Number(semiSpace[1]) <= 8, 'the young generation is capped');
+    const heap = Number(oldSpace[1]) + 3 * Number(semiSpace[1]);
+    assert.ok(
+      heap + MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20 + MAX_SMALL_IN_FLIGHT_BYTES / 2 ** 20 <
+        deployed.memoryLimitMiB * 0.75,
+    );
   });
 
   describe('kubectl kustomize renders each entry point', () => {

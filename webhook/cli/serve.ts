@@ -1,6 +1,7 @@
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { createLogger } from '../../agent/log.ts';
 import { parseWebhookConfig } from '../config.ts';
+import { checkHeapLimit } from '../heap-limit.ts';
 import { inClusterApiOptions } from '../kubernetes-api.ts';
 import { startWebhook } from '../start.ts';
 import { TurnWriter } from '../turn-writer.ts';
@@ -31,6 +32,7 @@ export async function serve(): Promise<void> {
     if (e instanceof ConfigErrors) invalidConfiguration(e);
     throw e;
   }
+  checkHeapLimit(log);
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down');
     // Endpoints removal races SIGTERM; in-flight admissions finish before close() resolves.
