@@ -13,6 +13,7 @@ import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_LIMITS } from '../webhook/limits.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {
   errorCatalogue,
@@ -273,6 +274,11 @@ export const README_TABLES: Record<string, () => string> = {
           a.doc,
         ]),
       ],
+    ),
+  'webhook-limits': () =>
+    table(
+      ['What', 'Limit', 'Past it', 'Why'],
+      WEBHOOK_LIMITS.map((l) => [l.what, l.limit, l.past, l.why]),
     ),
   'webhook-env': () =>
     table(
