@@ -29,6 +29,7 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMainThread, parentPort, Worker } from 'node:worker_threads';
 import autocannon from 'autocannon';
+import { deployedWebhook } from '../test/webhook/deployed-webhook.ts';
 import { issueCertificateAuthority, issueServingCertificate } from '../webhook/tls/issue-certificates.ts';
 
 const root = new URL('../', import.meta.url).pathname;
@@ -637,6 +638,8 @@ export async function benchWebhook(
         TLS_CERT_FILE: certFile,
         TLS_KEY_FILE: keyFile,
         AGENT_IMAGE: 'ghcr.io/example/secret-agent:0.1.0',
+        // As deploy/base runs it: V8's heap capped below the container's memory limit.
+        NODE_OPTIONS: deployedWebhook().nodeOptions,
         // No API server here: fixed, so every run renders the same (native) patch.
         NATIVE_SIDECARS: 'true',
         AGENT_VAULT_ADDR: 'https://vault.example.com:8200',

@@ -15,6 +15,7 @@ import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
 import { SERVE_EXIT } from '../webhook/cli/exit-codes.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_LIMITS } from '../webhook/limits.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {
   errorCatalogue,
@@ -285,6 +286,11 @@ export const README_TABLES: Record<string, () => string> = {
     table(
       ['Annotation', 'Written by', 'On', 'Meaning'],
       PRODUCT_ANNOTATIONS.map((a) => [code(a.key), `the ${a.writtenBy}`, a.on, a.doc]),
+    ),
+  'webhook-limits': () =>
+    table(
+      ['What', 'Limit', 'Past it', 'Why'],
+      WEBHOOK_LIMITS.map((l) => [l.what, l.limit, l.past, l.why]),
     ),
   'webhook-env': () =>
     table(

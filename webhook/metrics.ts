@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Outcome label of an admission request: a fixed set, never derived from request content. */
-export type RequestOutcome = 'injected' | 'skipped' | 'denied' | 'invalid' | 'error';
+export type RequestOutcome = 'injected' | 'skipped' | 'denied' | 'invalid' | 'shed' | 'error';
 
 export interface WebhookMetrics {
   readonly registry: Registry;
@@ -21,7 +21,7 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
     registry,
     requests: new Counter({
       name: 'secret_agent_webhook_admission_requests_total',
-      help: 'Admission requests by outcome: injected, skipped (not ours), denied (bad annotations), invalid (not an AdmissionReview), error.',
+      help: 'Admission requests by outcome: injected, skipped (not ours), denied (bad annotations), invalid (not an AdmissionReview), shed (answered 429 before its body was read: request bodies in flight were at their limit; the API server retries), error.',
       labelNames: ['outcome'],
       registers: [registry],
     }),

@@ -3,12 +3,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
+import { checkJsonShape } from './admission/json-limits.ts';
 import { BadReviewError } from './admission/review.ts';
+import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS } from './body-budget.ts';
 import type { InjectionDefaults } from './config.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
-
-/** The API server caps request bodies at 3 MiB; anything larger is not from it. */
-export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
 export interface WebhookServerOptions {
   readonly tls: SecureContextOptions;
@@ -41,13 +40,14 @@ class HttpError extends Error {
  */
 export function createWebhookServer(options: WebhookServerOptions): Server {
   const { metrics, log } = options;
+  const budget = new BodyBudget();
   const server = createServer({ ...options.tls, minVersion: 'TLSv1.2' }, (req, res) => {
     const started = process.hrtime.bigint();
     const finish = (outcome: RequestOutcome) => {
       metrics.requests.inc({ outcome });
       metrics.duration.observe({ outcome }, Number(process.hrtime.bigint() - started) / 1e9);
     };
-    route(req, res, options, finish).catch((e: unknown) => {
+    route(req, res, options, budget, finish).catch((e: unknown) => {
       const err = e as Error;
       // Name and stack come from our code; request content never reaches an error message here.
       log.error({ err: { name: err.name, stack: err.stack } }, 'request failed');
@@ -68,6 +68,7 @@ async function route(
   req: IncomingMessage,
   res: ServerResponse,
   options: WebhookServerOptions,
+  budget: BodyBudget,
   finish: (outcome: RequestOutcome) => void,
 ): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
@@ -90,7 +91,20 @@ async function route(
   try {
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/json') throw new HttpError(415, 'content-type must be application/json');
+    const declared =
+      req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+    if (declared !== undefined && !(declared <= MAX_BODY_BYTES))
+      throw new HttpError(413, `the body is over ${MAX_BODY_BYTES} bytes`);
+    // Counted until the answer is sent; a body without a length may be as large as any.
+    const reservation = budget.reserve(declared ?? MAX_BODY_BYTES);
+    if (!reservation)
+      throw new HttpError(
+        429,
+        `the webhook holds as many request bodies as it may; retry in ${RETRY_AFTER_SECONDS} s`,
+      );
+    res.once('close', reservation.release);
     const body = await readBody(req, MAX_BODY_BYTES);
+    checkJsonShape(body);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     sendJson(res, 200, text);
@@ -108,6 +122,17 @@ async function route(
     );
     finish(outcome);
   } catch (e) {
+    if (e instanceof HttpError && e.status === 429) {
+      // The API server retries after Retry-After; the unread body is discarded as it arrives.
+      res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
+      send(res, 429, { error: e.message });
+      options.log.warn(
+        { outcome: 'shed', status: 429, declared: req.headers['content-length'] ?? 'none' },
+        'request shed: request bodies in flight are at their limit, the API server retries it',
+      );
+      finish('shed');
+      return;
+    }
     if (e instanceof BadReviewError || e instanceof HttpError) {
       const status = e instanceof HttpError ? e.status : 400;
       // Drain nothing more from an oversized body: close the connection instead.
@@ -127,11 +152,6 @@ async function route(
 
 function readBody(req: IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (declared > limit) {
-      reject(new HttpError(413, `the body is over ${limit} bytes`));
-      return;
-    }
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {

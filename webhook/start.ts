@@ -5,6 +5,7 @@ import type { Logger } from '../agent/log.ts';
 import { AdmissionCache } from './admission/admission-cache.ts';
 import type { InjectionDefaults, WebhookConfig } from './config.ts';
 import { InClusterConfigError, KubernetesApi, type KubernetesApiOptions } from './kubernetes-api.ts';
+import { heapLimitMiB } from './heap-limit.ts';
 import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
 import {
   decideNativeSidecars,
@@ -183,7 +184,7 @@ export async function startWebhook(config: WebhookConfig, options: StartOptions)
   }
   ready = true;
   const port = (server.address() as AddressInfo).port;
-  log.info({ port, tls: config.tls.mode }, 'webhook listening');
+  log.info({ port, tls: config.tls.mode, heapLimitMiB: heapLimitMiB() }, 'webhook listening');
   return {
     server,
     port,

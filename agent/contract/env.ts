@@ -4,6 +4,7 @@ import { closestName, findMisspelledNames } from './env-names.ts';
 import { ConfigError, ConfigErrors, quote, valueShape } from './errors.ts';
 import { findPathConflict, validateRelativePath } from './path.ts';
 import { parseReference, type SecretReference } from './reference.ts';
+import { checkSettingSizes } from './value-limits.ts';
 import {
   absolutePath,
   boolean,
@@ -470,6 +471,8 @@ export function secretVar(index: number, name: SecretSettingName): string {
 
 /** Parses the agent's env into a typed config; throws ConfigErrors listing every problem found. */
 export function parseAgentConfig(env: Env): AgentConfig {
+  // Sizes first: text over its cap is refused before any parser reads it.
+  checkSettingSizes(env, (name) => Object.hasOwn(AGENT_SETTINGS, name) || SECRET_VAR.test(name));
   const errors: ConfigError[] = findMisspelledNames(env, KNOWN_ENV, {
     pattern: SECRET_VAR,
     suffixes: Object.keys(SECRET_SETTINGS),

@@ -57,6 +57,8 @@ export interface ContainerSpec {
   readonly args?: readonly string[];
   /** Written to the container's stdin (podman run --interactive), then closed. */
   readonly stdin?: string;
+  /** A memory limit as the kubelet sets one (`256m`), without swap: past it the kernel kills. */
+  readonly memory?: string;
 }
 
 let counter = 0;
@@ -77,6 +79,7 @@ export function podmanRunArgs(spec: ContainerSpec, name: string): string[] {
     '--security-opt',
     'no-new-privileges',
     ...(spec.user === undefined ? [] : ['--user', `${spec.user}:${spec.user}`]),
+    ...(spec.memory === undefined ? [] : ['--memory', spec.memory, '--memory-swap', spec.memory]),
     ...(spec.mounts ?? []).flatMap((m) => [
       '--mount',
       `type=bind,src=${m.host},dst=${m.container}${m.readOnly ? ',ro=true' : ''}`,

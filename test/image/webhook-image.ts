@@ -13,6 +13,7 @@ export async function startWebhookImage(
   env: Record<string, string>,
   pair: ServingPair,
   tlsDir: string,
+  options: { readonly memory?: string } = {},
 ): Promise<{ port: number; container: RunningContainer }> {
   const { manifest } = builtImages();
   const port = await freePort();
@@ -26,6 +27,7 @@ export async function startWebhookImage(
       ...env,
     },
     mounts: [{ host: tlsDir, container: '/etc/webhook/tls', readOnly: true }],
+    ...(options.memory === undefined ? {} : { memory: options.memory }),
   });
   try {
     await eventually(

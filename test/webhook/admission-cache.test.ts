@@ -3,12 +3,13 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import {
   AdmissionCache,
+  MAX_CACHE_BYTES,
   MAX_CACHED_CHARS,
   type CachedAdmission,
 } from '../../webhook/admission/admission-cache.ts';
 import { admitPod, type AdmissionResult } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview, type PodShape } from '../../webhook/admission/review.ts';
-import type { InjectionDefaults } from '../../webhook/config.ts';
+import { WEBHOOK_SETTINGS, type InjectionDefaults } from '../../webhook/config.ts';
 import { admissionReview } from '../fuzz/arbitraries.ts';
 import { basicPod, injectionDefaults, review, type PodDoc } from './fixtures.ts';
 
@@ -470,10 +471,14 @@ describe('the admission cache', () => {
 
   it('does not keep an answer over 64 KiB', () => {
     const cache = new AdmissionCache(8);
+    // Two templates, each under its own limit, whose patch is over the cache's.
+    const text = `{{password}}${'.'.repeat(MAX_CACHED_CHARS / 2)}`;
     const big = {
       pod: basicPod({
         'secret-agent.io/secret-x': 'aws:prod/x',
-        'secret-agent.io/template-x': `{{password}}${'.'.repeat(MAX_CACHED_CHARS)}`,
+        'secret-agent.io/template-x': text,
+        'secret-agent.io/secret-y': 'aws:prod/y',
+        'secret-agent.io/template-y': text,
       }),
     };
     for (let i = 0; i < 2; i++) {
@@ -482,6 +487,38 @@ describe('the admission cache', () => {
       assert.equal(r.outcome, 'injected');
     }
     assert.equal(cache.size, 0);
+  });
+
+  it('holds no more than its bytes, whatever its size: the least recently used go first, decisions and body shapes alike', () => {
+    const budget = 40_000;
+    const cache = new AdmissionCache(10_000, budget);
+    const body = (i: number) =>
+      JSON.stringify(
+        review(basicPod({ 'secret-agent.io/secret-x': `aws:prod/x-${i}` }), { uid: `uid-${i}` }),
+      );
+    let largest = 0;
+    for (let i = 0; i < 200; i++) {
+      cache.admitBody(body(i), defaultsFor());
+      largest = Math.max(largest, cache.bytes);
+      assert.ok(cache.bytes <= budget, `${cache.bytes} bytes after ${i + 1} pods`);
+    }
+    assert.ok(largest > budget / 2, 'it fills up to its budget');
+    assert.ok(cache.size > 1 && cache.size < 200, `${cache.size} decisions kept`);
+    // The newest is kept, the oldest is gone.
+    const again = (i: number) =>
+      cache.admitBody(
+        JSON.stringify(
+          review(basicPod({ 'secret-agent.io/secret-x': `aws:prod/x-${i}` }), { uid: `again-${i}` }),
+        ),
+        defaultsFor(),
+      ).lookup;
+    assert.equal(again(199), 'hit');
+    assert.equal(again(0), 'miss');
+    // The default budget is the one ADMISSION_CACHE_SIZE's doc states.
+    assert.match(
+      WEBHOOK_SETTINGS.ADMISSION_CACHE_SIZE.doc,
+      new RegExp(`${MAX_CACHE_BYTES / 2 ** 20} MiB in all`),
+    );
   });
 
   it('shares nothing a caller could change: what a cached decision logs is frozen', () => {

@@ -13,8 +13,10 @@ import {
   OPT_IN_LABEL,
 } from '../../webhook/annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SMALL_IN_FLIGHT_BYTES } from '../../webhook/body-budget.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
+import { deployedWebhook } from './deployed-webhook.ts';
 
 const DEPLOY = join(ROOT, 'deploy');
 type KubeObject = {
@@ -153,8 +155,25 @@ describe('deploy/', () => {
     )[0]!;
     const env = (deployment.spec as { template: { spec: { containers: { env: { name: string }[] }[] } } })
       .template.spec.containers[0]!.env;
-    for (const { name } of env)
+    // NODE_OPTIONS is Node's own: the heap cap below.
+    for (const { name } of env.filter((e) => e.name !== 'NODE_OPTIONS'))
       assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `${name} is not a webhook setting`);
+  });
+
+  it('the Deployment caps the webhook’s V8 heap at half its memory limit, as the webhook caps the agent’s', () => {
+    const deployed = deployedWebhook();
+    const oldSpace = /--max-old-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);
+    assert.ok(oldSpace, `NODE_OPTIONS ${JSON.stringify(deployed.nodeOptions)} caps the heap`);
+    assert.equal(Number(oldSpace[1]), deployed.memoryLimitMiB / 2);
+    // The young generation counts too (3 × the semi-space): small, so the heap's whole limit stays
+    // well under the container's, with room for Node itself and the request budget's buffers.
+    const semiSpace = /--max-semi-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);
+    assert.ok(semiSpace && Number(semiSpace[1]) <= 8, 'the young generation is capped');
+    const heap = Number(oldSpace[1]) + 3 * Number(semiSpace[1]);
+    assert.ok(
+      heap + MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20 + MAX_SMALL_IN_FLIGHT_BYTES / 2 ** 20 <
+        deployed.memoryLimitMiB * 0.75,
+    );
   });
 
   describe('kubectl kustomize renders each entry point', () => {
@@ -356,10 +375,18 @@ describe('deploy/', () => {
         images: { newName: string; digest: string }[];
       };
       assert.equal(k.namespace, NAMESPACE);
-      await checkFollows(kubectlKustomize(example), 'docs/install/example-overlay', {
+      const objects = kubectlKustomize(example);
+      await checkFollows(objects, 'docs/install/example-overlay', {
         webhook: `${k.images[0]!.newName}@${k.images[0]!.digest}`,
         agent: `${k.images[1]!.newName}@${k.images[1]!.digest}`,
       });
+      // It uses the network-policy component's knob: the webhook's port, from ipBlocks only.
+      const policy = objects.find((o) => o.kind === 'NetworkPolicy')!;
+      const ingress = (policy.spec as { ingress: { from?: { ipBlock?: unknown }[] }[] }).ingress;
+      assert.ok(
+        ingress.length > 0 &&
+          ingress.every((rule) => (rule.from ?? []).length > 0 && rule.from!.every((f) => f.ipBlock)),
+      );
     });
   });
 });
@@ -454,6 +481,50 @@ describe('deploy/components: optional pieces an overlay adds', () => {
       assert.deepEqual(
         spec.egress.flatMap((rule) => rule.ports.map((p) => ({ port: p.port }))),
         egressPorts,
+      );
+    }
+  });
+
+  it('network-policy’s knob: the documented patch lets only the control plane’s CIDRs reach the webhook’s port, egress unchanged', async () => {
+    // The patch a platform team copies (the component's kustomization says where it is).
+    const patchFile = join(ROOT, 'docs/install/example-overlay/webhook-ingress.yaml');
+    const [patch] = parseYaml(readFileSync(patchFile, 'utf8'), 'webhook-ingress.yaml');
+    await validate(patch!, 'webhook-ingress.yaml');
+    const cidrs = (
+      patch!.spec as { ingress: { from: { ipBlock: { cidr: string } }[] }[] }
+    ).ingress[0]!.from.map((f) => f.ipBlock.cidr);
+    assert.ok(cidrs.length > 0 && cidrs.every((c) => /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(c)), 'CIDRs');
+    for (const entry of ['.', 'overlays/self-managed']) {
+      using dir = tempOverlay({
+        resources: [join(DEPLOY, entry)],
+        namespace: 'platform-secrets',
+        components: [join(DEPLOY, 'components/network-policy')],
+        patches: [{ path: 'webhook-ingress.yaml' }],
+        transformers: [join(DEPLOY, 'transformers')],
+      });
+      writeFileSync(join(dir.path, 'webhook-ingress.yaml'), readFileSync(patchFile));
+      const objects = kubectlKustomize(dir.path);
+      for (const object of objects) await validate(object, `${entry} + network-policy + its knob`);
+      const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
+      assert.equal(policies.length, 1, 'the patch changes the component’s policy, adds none');
+      const spec = policies[0]!.spec as {
+        ingress: { from: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[];
+        egress: { ports: { port: number }[] }[];
+      };
+      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
+        template: { spec: PodSpec };
+      };
+      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
+      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
+      assert.deepEqual(spec.ingress, [
+        {
+          from: cidrs.map((cidr) => ({ ipBlock: { cidr } })),
+          ports: [{ protocol: 'TCP', port: webhookPort }],
+        },
+      ]);
+      assert.deepEqual(
+        spec.egress.flatMap((rule) => rule.ports.map((p) => p.port)),
+        [443, 6443],
       );
     }
   });

@@ -4,7 +4,7 @@ import { Agent, request } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseWebhookConfig } from '../../webhook/config.ts';
-import { MAX_BODY_BYTES } from '../../webhook/server.ts';
+import { MAX_BODY_BYTES } from '../../webhook/body-budget.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { captureLog, type CapturedLog } from '../support/captured-log.ts';
@@ -97,6 +97,9 @@ describe('the HTTPS server', () => {
       ['GET /mutate', { method: 'GET' }, 405],
       ['empty body', { body: '' }, 400],
       ['oversized body', { body: Buffer.alloc(MAX_BODY_BYTES + 1, 0x20) }, 413],
+      // Refused before JSON.parse builds them (webhook/admission/json-limits.ts).
+      ['JSON nested a million deep', { body: `${'['.repeat(1e6)}${']'.repeat(1e6)}` }, 400],
+      ['a million empty objects', { body: `[${Array(1e6).fill('{}').join(',')}]` }, 400],
     ];
     for (const [name, options, status] of cases) {
       const reply = await call(webhook.port, pair.ca, '/mutate', options);

@@ -9,8 +9,23 @@ import {
 } from './admit-pod.ts';
 import { decodeAdmissionReview, isUid, reviewText, type AdmissionRequest } from './review.ts';
 
-/** A decision whose answer is longer than this is not kept, so the cache holds about size × 64 KiB at most. */
+/** A decision whose answer is longer than this is not kept. */
 export const MAX_CACHED_CHARS = 64 * 1024;
+
+/**
+ * What the cache holds in all, decisions and body shapes together, whatever ADMISSION_CACHE_SIZE says:
+ * counted as the UTF-8 bytes of their text (never less than V8 holds) plus ITEM_OVERHEAD each. A
+ * sixth of the heap the Deployment gives the webhook.
+ */
+export const MAX_CACHE_BYTES = 16 * 1024 * 1024;
+
+/** What an item costs besides its text: the Map's slot, the objects around the strings. */
+const ITEM_OVERHEAD = 256;
+
+/** What every cached item carries: its cost, counted once when it is made. */
+interface Sized {
+  readonly bytes: number;
+}
 
 /** The `result` label of the cache's lookup counter. */
 export type CacheLookup = 'hit' | 'miss';
@@ -19,7 +34,7 @@ export type CacheLookup = 'hit' | 'miss';
  * A decision as the cache keeps it: what an answer and its log line need, no more (the parsed
  * request and the patch as objects die young; what lives on is one string and the log fields).
  */
-interface Entry {
+interface Entry extends Sized {
   readonly outcome: AdmissionResult['outcome'];
   /** The log line's fields, without the pod's name. */
   readonly log: DecisionLog;
@@ -53,7 +68,7 @@ interface UidCut {
 }
 
 /** Bodies that differ in their uid's text alone: one shape, one decision. */
-interface BodyShape {
+interface BodyShape extends Sized {
   readonly envelope: Envelope;
   readonly entryKey: string;
   readonly firstUid: string;
@@ -76,19 +91,30 @@ const UID_FIELD = '"uid":"';
  */
 export class AdmissionCache {
   readonly #capacity: number;
+  readonly #maxBytes: number;
   /** Maps keep insertion order: the first key is the least recently used. */
   readonly #entries = new Map<string, Entry>();
   readonly #shapes = new Map<string, BodyShape>();
   readonly #settings = new WeakMap<InjectionDefaults, string>();
+  #bytes = 0;
   #unparsed = 0;
 
-  /** `capacity` decisions at most (ADMISSION_CACHE_SIZE); 0 turns the cache off. */
-  constructor(capacity: number) {
+  /**
+   * `capacity` decisions (and as many body shapes) at most (ADMISSION_CACHE_SIZE), `maxBytes` in all;
+   * capacity 0 turns the cache off.
+   */
+  constructor(capacity: number, maxBytes = MAX_CACHE_BYTES) {
     this.#capacity = capacity;
+    this.#maxBytes = maxBytes;
   }
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** What the decisions and body shapes it holds count for, against MAX_CACHE_BYTES. */
+  get bytes(): number {
+    return this.#bytes;
   }
 
   /** Admissions answered from a body's shape, without decoding the body. */
@@ -147,8 +173,10 @@ export class AdmissionCache {
     else {
       lookup = 'miss';
       const { outcome, log, fields } = decideAdmission(input, defaults);
-      entry = { outcome, log, fieldsJson: JSON.stringify(fields) };
-      kept = entry.fieldsJson.length <= MAX_CACHED_CHARS;
+      const fieldsJson = JSON.stringify(fields);
+      kept = fieldsJson.length <= MAX_CACHED_CHARS;
+      const bytes = kept ? ITEM_OVERHEAD + textBytes(key, fieldsJson, JSON.stringify(log)) : 0;
+      entry = { outcome, log, fieldsJson, bytes };
       // Answers share its log fields from now on: frozen, so no caller can change the next one's.
       if (kept) this.#keep(this.#entries, key, deepFreeze(entry));
     }
@@ -172,12 +200,28 @@ export class AdmissionCache {
       touch(this.#shapes, shapeKey, shape);
       return;
     }
-    this.#keep(this.#shapes, shapeKey, { envelope, entryKey, firstUid: request.uid, verified: false });
+    const bytes = ITEM_OVERHEAD + textBytes(shapeKey, entryKey, request.uid, JSON.stringify(envelope));
+    this.#keep(this.#shapes, shapeKey, { envelope, entryKey, firstUid: request.uid, verified: false, bytes });
   }
 
-  #keep<T>(map: Map<string, T>, key: string, value: T): void {
+  /** Keeps `value` as the most recently used of `map`, then drops the least recently used past the bounds. */
+  #keep<T extends Sized>(map: Map<string, T>, key: string, value: T): void {
+    this.#drop(map, key);
     map.set(key, value);
-    if (map.size > this.#capacity) map.delete(map.keys().next().value!);
+    this.#bytes += value.bytes;
+    while (map.size > this.#capacity) this.#drop(map, map.keys().next().value!);
+    // Past the bytes, the map that grew gives way first, then the other one (never the new item).
+    const other: Map<string, Sized> =
+      (map as Map<string, Sized>) === this.#entries ? this.#shapes : this.#entries;
+    while (this.#bytes > this.#maxBytes && map.size > 1) this.#drop(map, map.keys().next().value!);
+    while (this.#bytes > this.#maxBytes && other.size > 0) this.#drop(other, other.keys().next().value!);
+  }
+
+  #drop(map: Map<string, Sized>, key: string): void {
+    const old = map.get(key);
+    if (old === undefined) return;
+    map.delete(key);
+    this.#bytes -= old.bytes;
   }
 
   #settingsOf(defaults: InjectionDefaults): string {
@@ -228,6 +272,11 @@ function isPlain(text: string): boolean {
     if (c < 0x20 || c === 0x22 || c === 0x5c) return false;
   }
   return true;
+}
+
+/** The UTF-8 bytes of `texts`: never fewer than V8 stores them in (one byte a character, or two). */
+function textBytes(...texts: string[]): number {
+  return texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
 }
 
 /** Marks `key` most recently used. */

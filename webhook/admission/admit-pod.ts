@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { parseAgentConfig, SECRET_VAR, type Env } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { PREFIX, type FileAnnotationName, type InjectionMode } from '../annotations.ts';
@@ -5,9 +6,10 @@ import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
+import { checkAnnotationLimits } from './annotation-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
 import { parseInjectionRequest } from './parse-annotations.ts';
-import { annotationValues, forLog, redactMessage } from './redact.ts';
+import { forLog, redactMessages } from './redact.ts';
 import {
   allowFields,
   denyFields,
@@ -30,6 +32,8 @@ export interface DecisionLog {
   readonly containers?: readonly string[];
   readonly annotations?: readonly string[];
   readonly problems?: readonly string[];
+  /** Problems past MAX_SHOWN_PROBLEMS, counted only. */
+  readonly problemsNotShown?: number;
   readonly warnings?: number;
 }
 
@@ -100,6 +104,9 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
   }
   const annotations = input.pod?.metadata?.annotations ?? {};
   if (decision.action === 'deny') return denied([decision.error], annotations);
+  // Sizes before anything parses them: what a pod's annotations can cost is bounded here.
+  const oversized = checkAnnotationLimits(annotations);
+  if (oversized.length > 0) return denied(oversized, annotations);
   let injection: InjectionRequest;
   try {
     injection = parseInjectionRequest(
@@ -128,30 +135,39 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
   };
 }
 
+/**
+ * A refusal shows this many problems and counts the rest: enough to fix in one pass, while a pod with
+ * hundreds of bad annotations gets an answer (and a log line) of a few KiB, redacted in milliseconds.
+ */
+export const MAX_SHOWN_PROBLEMS = 20;
+
 function denied(
   errors: readonly ConfigError[],
   annotations: Readonly<Record<string, string>>,
 ): AdmissionDecision {
-  const values = annotationValues(annotations);
-  const messages = errors.map((e) => redactMessage(e, values));
+  const shown = errors.slice(0, MAX_SHOWN_PROBLEMS);
+  const notShown = errors.length - shown.length;
+  const messages = redactMessages(shown, annotations);
   const message =
     errors.length === 1
       ? `secret-agent cannot inject this pod: ${messages[0]}`
-      : `secret-agent cannot inject this pod (${errors.length} problems): ${messages.join(' | ')}`;
+      : `secret-agent cannot inject this pod (${errors.length} problems${notShown > 0 ? `, the first ${shown.length} shown` : ''}): ${messages.join(' | ')}`;
   return {
     outcome: 'denied',
     errors,
     fields: denyFields(message),
     log: {
       outcome: 'denied',
-      annotations: [...new Set(errors.map((e) => e.field))],
+      annotations: [...new Set(shown.map((e) => e.field))],
       problems: messages.map(forLog),
+      ...(notShown > 0 ? { problemsNotShown: notShown } : {}),
     },
   };
 }
 
+/** SHA-256 digests of env the agent's parser accepted, least recently used first: 1,024 × 44 bytes. */
 const ACCEPTED_ENV = new Set<string>();
-const ACCEPTED_ENV_LIMIT = 1024;
+export const ACCEPTED_ENV_LIMIT = 1024;
 
 /**
  * Runs the agent's own parser over the env we are about to render, so a pod is denied now (naming
@@ -162,12 +178,15 @@ function checkAgentAccepts(injection: InjectionRequest, annotations: Readonly<Re
   const values: Record<string, string> = {};
   for (const e of env) values[e.name] = 'value' in e ? e.value : 'downward-api';
   // The check is a pure function of the env, and every pod of a workload renders the same env:
-  // a rollout of N replicas parses it once.
-  const key = JSON.stringify(values);
-  if (ACCEPTED_ENV.has(key)) return;
+  // a rollout of N replicas parses it once. Kept as a digest: the env may be a few hundred KiB.
+  const key = hash('sha256', JSON.stringify(values), 'base64');
+  if (ACCEPTED_ENV.delete(key)) {
+    ACCEPTED_ENV.add(key);
+    return;
+  }
   try {
     parseAgentConfig(values satisfies Env);
-    if (ACCEPTED_ENV.size >= ACCEPTED_ENV_LIMIT) ACCEPTED_ENV.clear();
+    if (ACCEPTED_ENV.size >= ACCEPTED_ENV_LIMIT) ACCEPTED_ENV.delete(ACCEPTED_ENV.values().next().value!);
     ACCEPTED_ENV.add(key);
   } catch (e) {
     if (!(e instanceof ConfigErrors)) throw e;

@@ -39,26 +39,46 @@ export function urlEcho(text: string): string | undefined {
 }
 
 /** The `secret-agent.io/` annotations of a pod with how each may be shown; unknown keys are hidden. */
-export function annotationValues(annotations: Readonly<Record<string, string>>): AnnotationValue[] {
+function annotationValues(annotations: Readonly<Record<string, string>>): AnnotationValue[] {
   return Object.entries(annotations)
     .filter(([key]) => key.startsWith(PREFIX))
     .map(([key, value]) => ({ key, value, echo: annotationFor(key)?.echo ?? 'shape' }));
 }
 
-/** `error.message` as a refusal may show it, given the pod's annotations. */
-export function redactMessage(error: ConfigError, values: readonly AnnotationValue[]): string {
-  const own = values.find((v) => v.key === error.field);
+/**
+ * Each error's message as a refusal may show it, given the pod's annotations. A pod may have hundreds
+ * of annotations and as many errors: what is the same for every error is worked out once.
+ */
+export function redactMessages(
+  errors: readonly ConfigError[],
+  annotations: Readonly<Record<string, string>>,
+): string[] {
+  const values = annotationValues(annotations);
+  const byKey = new Map(values.map((v) => [v.key, v]));
   const hidden = values.filter((v) => v.echo !== 'quote').map((v) => v.value);
+  // Only values that are in some message at all are looked for in each.
+  const text = errors.map((e) => e.message).join('\n');
+  const inText = hidden.filter((h) => h.length >= MIN_UNQUOTED && text.includes(h));
+  return errors.map((e) => redactMessage(e, byKey.get(e.field), hidden, inText));
+}
+
+/** `error.message` as a refusal may show it; `own` is the annotation it names, if any. */
+function redactMessage(
+  error: ConfigError,
+  own: AnnotationValue | undefined,
+  hidden: readonly string[],
+  inText: readonly string[],
+): string {
   // The file name is part of the key, which every message shows anyway.
   const file = own ? matchFileAnnotation(own.key.slice(PREFIX.length))?.file : undefined;
   const parts: string[] = [];
   let last = 0;
   for (const m of error.message.matchAll(QUOTED)) {
-    parts.push(unquoted(error.message.slice(last, m.index), hidden));
+    parts.push(unquoted(error.message.slice(last, m.index), inText));
     parts.push(showQuoted(m[0], own, file, hidden));
     last = m.index + m[0].length;
   }
-  parts.push(unquoted(error.message.slice(last), hidden));
+  parts.push(unquoted(error.message.slice(last), inText));
   return parts.join('');
 }
 
@@ -95,9 +115,10 @@ function leaks(core: string, hidden: string): boolean {
   );
 }
 
+/** `text` with each of `hidden` (values of at least MIN_UNQUOTED characters) replaced by its shape. */
 function unquoted(text: string, hidden: readonly string[]): string {
   let out = text;
-  for (const h of hidden) if (h.length >= MIN_UNQUOTED) out = out.split(h).join(valueShape(h));
+  for (const h of hidden) out = out.split(h).join(valueShape(h));
   return out;
 }
 

@@ -244,6 +244,9 @@ export function decodeAdmissionReview(body: string): AdmissionRequest {
   if (!isObject(kind) || typeof kind.kind !== 'string' || typeof kind.version !== 'string')
     throw new BadReviewError('request.kind is missing');
   if (typeof r.operation !== 'string') throw new BadReviewError('request.operation is missing');
+  // A key of the admission cache and a field of every log line: the API server's are names.
+  if (typeof r.namespace === 'string' && r.namespace.length > MAX_NAMESPACE)
+    throw new BadReviewError(`request.namespace is longer than ${MAX_NAMESPACE} characters`);
   const isPod = (kind.group ?? '') === '' && kind.version === 'v1' && kind.kind === 'Pod';
   const pod = isPod && r.operation === 'CREATE' ? checkPod(r.object) : undefined;
   return {
@@ -257,9 +260,15 @@ export function decodeAdmissionReview(body: string): AdmissionRequest {
   };
 }
 
+/** A namespace is a DNS label. */
+const MAX_NAMESPACE = 63;
+/** The longest name Kubernetes gives an object; the webhook sees the pod before its name is validated. */
+const MAX_POD_NAME = 253;
+
 function podName(meta: Record<string, unknown> | undefined): { podName?: string } {
   const name = meta?.name ?? meta?.generateName;
-  return typeof name === 'string' ? { podName: name } : {};
+  if (typeof name !== 'string') return {};
+  return { podName: name.length > MAX_POD_NAME ? `${name.slice(0, MAX_POD_NAME)}…` : name };
 }
 
 export interface AdmissionReviewResponse {

@@ -1,6 +1,7 @@
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { createLogger } from '../../agent/log.ts';
 import { parseWebhookConfig } from '../config.ts';
+import { checkHeapLimit } from '../heap-limit.ts';
 import { inClusterApiOptions } from '../kubernetes-api.ts';
 import { MissingPermissionError } from '../missing-permission.ts';
 import { startWebhook } from '../start.ts';
@@ -35,6 +36,7 @@ export async function serve(): Promise<void> {
     if (e instanceof MissingPermissionError) missingPermission(e);
     throw e;
   }
+  checkHeapLimit(log);
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down');
     // Endpoints removal races SIGTERM; in-flight admissions finish before close() resolves.

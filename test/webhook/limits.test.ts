@@ -1,0 +1,344 @@
+import assert from 'node:assert/strict';
+import { request } from 'node:https';
+import { describe, it } from 'node:test';
+import { parseAgentConfig } from '../../agent/contract/env.ts';
+import { ConfigErrors } from '../../agent/contract/errors.ts';
+import { MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES } from '../../agent/contract/value-limits.ts';
+import { admitPod, MAX_SHOWN_PROBLEMS } from '../../webhook/admission/admit-pod.ts';
+import {
+  MAX_ANNOTATION_NAME,
+  MAX_ANNOTATION_TOTAL_BYTES,
+  MAX_ANNOTATIONS,
+} from '../../webhook/admission/annotation-limits.ts';
+import { checkJsonShape, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
+import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import {
+  BodyBudget,
+  LARGE_BODY_BYTES,
+  MAX_BODY_BYTES,
+  MAX_LARGE_IN_FLIGHT_BYTES,
+  MAX_SMALL_IN_FLIGHT_BYTES,
+} from '../../webhook/body-budget.ts';
+import { parseWebhookConfig } from '../../webhook/config.ts';
+import { startWebhook } from '../../webhook/start.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import { captureLog } from '../support/captured-log.ts';
+import { runAgent } from '../support/run-agent.ts';
+import {
+  AGENT_IMAGE,
+  basicPod,
+  containerEnv,
+  injectionDefaults,
+  mutate,
+  decodePatch,
+  review,
+  validatePod,
+} from './fixtures.ts';
+import { call } from './https-call.ts';
+import { certDir, makeServingPair, SERVER_NAME } from './tls-certs.ts';
+
+const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
+
+function admit(pod: unknown) {
+  return admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(CLUSTER));
+}
+
+/** The refusal of a pod, which must be denied. */
+function refusal(pod: unknown): { message: string; log: Record<string, unknown> } {
+  const result = admit(pod);
+  assert.equal(result.outcome, 'denied', JSON.stringify(result.review.response).slice(0, 500));
+  return {
+    message: result.review.response.status!.message,
+    log: result.log as unknown as Record<string, unknown>,
+  };
+}
+
+/** `bytes` characters of text that holds a canary, as a pasted secret would. */
+function text(bytes: number, label = 'pasted'): string {
+  const start = `${canary(label)} `;
+  return start + 'x'.repeat(bytes - start.length);
+}
+
+describe('the JSON shape of a body, checked before it is parsed', () => {
+  it('takes a real pod, and text whose brackets and commas are inside strings', () => {
+    checkJsonShape(JSON.stringify(review(basicPod({ 'secret-agent.io/secret-db': 'aws:db' }))));
+    const quoted = JSON.stringify({ a: `${'[{,'.repeat(MAX_JSON_VALUES)}\\"[` });
+    checkJsonShape(quoted);
+    assert.equal((JSON.parse(quoted) as { a: string }).a.length, 3 * MAX_JSON_VALUES + 3);
+  });
+
+  it(`refuses nesting deeper than ${MAX_JSON_DEPTH} levels, and takes ${MAX_JSON_DEPTH}`, () => {
+    checkJsonShape(`${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`);
+    checkJsonShape(`${'{"a":'.repeat(MAX_JSON_DEPTH)}1${'}'.repeat(MAX_JSON_DEPTH)}`);
+    for (const deep of [
+      `${'['.repeat(MAX_JSON_DEPTH + 1)}${']'.repeat(MAX_JSON_DEPTH + 1)}`,
+      `{"a":${'['.repeat(1_400_000)}`,
+    ])
+      assert.throws(
+        () => checkJsonShape(deep),
+        (e: unknown) =>
+          e instanceof BadReviewError &&
+          e.message === `the body nests deeper than ${MAX_JSON_DEPTH} levels, which no Pod does`,
+      );
+  });
+
+  it(`refuses more than ${MAX_JSON_VALUES} values, and takes ${MAX_JSON_VALUES}`, () => {
+    checkJsonShape(`[${Array(MAX_JSON_VALUES).fill('0').join(',')}]`);
+    for (const wide of [
+      `[${Array(MAX_JSON_VALUES + 1)
+        .fill('0')
+        .join(',')}]`,
+      `[${Array(1_000_000).fill('{}').join(',')}]`,
+    ])
+      assert.throws(() => checkJsonShape(wide), /holds more than 250000 JSON values/);
+  });
+});
+
+describe('the secret-agent.io/ annotations, measured before any is parsed', () => {
+  const ok = { 'secret-agent.io/secret-db': 'aws:prod/db' };
+
+  it(`a template of ${MAX_TEMPLATE_BYTES / 1024} KiB is injected, and the agent takes the env it gets; a byte more is refused by both, naming the field and the limit`, () => {
+    const template = `{{password}}${'.'.repeat(MAX_TEMPLATE_BYTES - '{{password}}'.length)}`;
+    const pod = basicPod({ ...ok, 'secret-agent.io/template-db': template });
+    const result = admit(pod);
+    assert.equal(result.outcome, 'injected');
+    const patched = mutate(pod, decodePatch(result.review.response));
+    validatePod(patched);
+    const agent = [...(patched.spec.initContainers ?? []), ...patched.spec.containers].find(
+      (c) => c.name === 'secret-agent',
+    )!;
+    const env = containerEnv(agent, patched);
+    assert.equal(env.SECRET_0_TEMPLATE, template);
+    parseAgentConfig(env);
+
+    const over = `${template}.`;
+    const { message } = refusal(basicPod({ ...ok, 'secret-agent.io/template-db': over }));
+    assert.equal(
+      message,
+      `secret-agent cannot inject this pod: secret-agent.io/template-db: is ${MAX_TEMPLATE_BYTES + 1} bytes long, over its limit of 64 KiB. Fix: keep a template under 64 KiB: template only the lines that hold secrets, and keep the rest in the app's own config`,
+    );
+    assert.throws(
+      () => parseAgentConfig({ ...env, SECRET_0_TEMPLATE: over }),
+      (e: unknown) =>
+        e instanceof ConfigErrors &&
+        e.message ===
+          `SECRET_0_TEMPLATE: is ${MAX_TEMPLATE_BYTES + 1} bytes long, over its limit of 64 KiB. Fix: keep a template under 64 KiB: template only the lines that hold secrets, and keep the rest in the app's own config`,
+    );
+  });
+
+  it(`any other value over ${MAX_SETTING_BYTES / 1024} KiB is refused by its name and size, never quoted; bytes are counted as UTF-8`, () => {
+    const cases: [string, string][] = [
+      ['secret-agent.io/rotation-command', text(1024 * 1024)],
+      ['secret-agent.io/secret-db', text(MAX_SETTING_BYTES + 1)],
+      ['secret-agent.io/note', text(MAX_SETTING_BYTES + 1)],
+      // 1,366 three-byte characters: under the limit in characters, over it in bytes.
+      ['secret-agent.io/rotation-http-url', `POST http://127.0.0.1/${'€'.repeat(1366)}`],
+    ];
+    for (const [key, value] of cases) {
+      const { message, log } = refusal(basicPod({ ...ok, [key]: value }));
+      const bytes = Buffer.byteLength(value);
+      assert.equal(
+        message,
+        `secret-agent cannot inject this pod: ${key}: is ${bytes} bytes long, over its limit of 4 KiB. Fix: keep it under 4 KiB`,
+      );
+      assert.deepEqual(log.annotations, [key]);
+      assertNoCanary(JSON.stringify(log), 'the log line');
+    }
+    // The agent refuses the same text in the setting it becomes, before parsing anything.
+    const command = text(MAX_SETTING_BYTES + 1);
+    assert.throws(
+      () => parseAgentConfig({ SECRET_0_REF: 'aws:db', SECRET_0_FILENAME: 'db', ROTATION_COMMAND: command }),
+      (e: unknown) =>
+        e instanceof ConfigErrors &&
+        e.errors.length === 1 &&
+        e.message ===
+          `ROTATION_COMMAND: is ${MAX_SETTING_BYTES + 1} bytes long, over its limit of 4 KiB. Fix: keep it under 4 KiB`,
+    );
+  });
+
+  it(`more than ${MAX_ANNOTATIONS} of them: refused with their number alone, whatever they hold`, () => {
+    const many: Record<string, string> = { ...ok };
+    for (let i = 0; i < 5000; i++) many[`secret-agent.io/note-${i}`] = canary(`note-${i}`);
+    const started = performance.now();
+    const { message, log } = refusal(basicPod(many));
+    assert.equal(
+      message,
+      `secret-agent cannot inject this pod: secret-agent.io/*: the pod has 5002 secret-agent.io/ annotations, over their limit of ${MAX_ANNOTATIONS}. Fix: remove the ones that are no secret-agent setting; a pod needs one secret-agent.io/secret-<file> per file and a few settings`,
+    );
+    assert.deepEqual(log.annotations, ['secret-agent.io/*']);
+    // Before: every annotation's error was redacted against every value, for seconds.
+    assert.ok(performance.now() - started < 2000);
+  });
+
+  it(`a name longer than ${MAX_ANNOTATION_NAME} characters after the prefix: refused, the name cut where Kubernetes would refuse it`, () => {
+    const key = `secret-agent.io/secret-${'a'.repeat(200)}`;
+    const { message } = refusal(basicPod({ ...ok, [key]: 'aws:x' }));
+    const shown = `${key.slice(0, 'secret-agent.io/'.length + MAX_ANNOTATION_NAME)}…`;
+    assert.equal(
+      message,
+      `secret-agent cannot inject this pod: ${shown}: the name after secret-agent.io/ is 207 characters long, over Kubernetes' limit of ${MAX_ANNOTATION_NAME}. Fix: shorten it (for a file annotation, shorten the <file> part: the path-<file> annotation names the file on disk)`,
+    );
+  });
+
+  it(`more than ${MAX_ANNOTATION_TOTAL_BYTES / 1024} KiB together: refused naming the largest three`, () => {
+    const big: Record<string, string> = { ...ok };
+    for (let i = 0; i < 5; i++) {
+      big[`secret-agent.io/secret-f${i}`] = 'aws:prod/db';
+      big[`secret-agent.io/template-f${i}`] = `{{password}}${'.'.repeat(60 * 1024 - i)}`;
+    }
+    const { message } = refusal(basicPod(big));
+    assert.match(
+      message,
+      /^secret-agent cannot inject this pod: secret-agent\.io\/\*: the pod's secret-agent\.io\/ annotations hold \d+ bytes together, over their limit of 256 KiB \(the largest: secret-agent\.io\/template-f0 \d+ bytes, secret-agent\.io\/template-f1 \d+ bytes, secret-agent\.io\/template-f2 \d+ bytes\)\. Fix: make them smaller/,
+    );
+  });
+
+  it(`a refusal shows ${MAX_SHOWN_PROBLEMS} problems and counts the rest, in its message and its log line`, () => {
+    const bad: Record<string, string> = { ...ok };
+    for (let i = 0; i < 100; i++) bad[`secret-agent.io/file-mode-f${i}`] = '0777';
+    for (let i = 0; i < 100; i++) bad[`secret-agent.io/secret-f${i}`] = `aws:prod/f${i}`;
+    const { message, log } = refusal(basicPod(bad));
+    assert.match(
+      message,
+      new RegExp(
+        `^secret-agent cannot inject this pod \\(100 problems, the first ${MAX_SHOWN_PROBLEMS} shown\\): `,
+      ),
+    );
+    assert.equal(message.split(' | ').length, MAX_SHOWN_PROBLEMS);
+    assert.equal((log.problems as string[]).length, MAX_SHOWN_PROBLEMS);
+    assert.equal(log.problemsNotShown, 100 - MAX_SHOWN_PROBLEMS);
+    assert.equal((log.annotations as string[]).length, MAX_SHOWN_PROBLEMS);
+  });
+
+  it('a pod name longer than Kubernetes allows reaches the log cut, and a namespace longer than one can be is refused', () => {
+    const pod = basicPod(ok);
+    pod.metadata.name = 'n'.repeat(100_000);
+    assert.equal(decodeAdmissionReview(JSON.stringify(review(pod))).podName, `${'n'.repeat(253)}…`);
+    assert.throws(
+      () => decodeAdmissionReview(JSON.stringify(review(basicPod(ok), { namespace: 'n'.repeat(64) }))),
+      /request\.namespace is longer than 63 characters/,
+    );
+  });
+
+  it('a direct run of the agent gets the same error: exit 2, the variable and its limit on stderr, not the value', async () => {
+    const run = await runAgent({
+      SECRET_0_REF: 'aws:prod/db',
+      SECRET_0_FILENAME: 'db',
+      SECRET_0_FORMAT: 'template',
+      SECRET_0_TEMPLATE: `{{password}} ${text(MAX_TEMPLATE_BYTES)}`,
+      AWS_REGION: 'eu-west-1',
+    });
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(
+      run.stderr,
+      /SECRET_0_TEMPLATE: is 65549 bytes long, over its limit of 64 KiB\. Fix: keep a template under 64 KiB/,
+    );
+  });
+});
+
+describe('request bodies in flight, over HTTPS', () => {
+  it('a body pool that is full answers 429 with Retry-After before reading; the other pool still answers; a body counts until its answer is sent', () => {
+    const budget = new BodyBudget();
+    const large = [
+      budget.reserve(MAX_BODY_BYTES),
+      budget.reserve(MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES),
+    ];
+    assert.ok(large.every((r) => r?.large));
+    assert.equal(budget.reserve(LARGE_BODY_BYTES + 1), undefined);
+    const small = budget.reserve(LARGE_BODY_BYTES);
+    assert.equal(small?.large, false);
+    assert.equal(budget.reserve(MAX_SMALL_IN_FLIGHT_BYTES), undefined);
+    large[0]!.release();
+    large[0]!.release();
+    assert.deepEqual(budget.inFlight, {
+      small: LARGE_BODY_BYTES,
+      large: MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES,
+    });
+    assert.ok(budget.reserve(MAX_BODY_BYTES));
+  });
+
+  it('sheds a third 3 MiB body while two are arriving, answers an ordinary pod meanwhile, and reads the next large body once one is done', async () => {
+    const pair = await makeServingPair();
+    using dir = certDir();
+    dir.write(pair);
+    const logs = captureLog();
+    const config = parseWebhookConfig({
+      AGENT_IMAGE,
+      ...CLUSTER,
+      WEBHOOK_PORT: '0',
+      WEBHOOK_HOST: '127.0.0.1',
+      TLS_CERT_FILE: dir.cert,
+      TLS_KEY_FILE: dir.key,
+    });
+    const webhook = await startWebhook(config, { log: logs.log });
+    const large = Buffer.from(
+      JSON.stringify(
+        review(
+          basicPod({
+            'secret-agent.io/secret-db': 'aws:prod/db',
+            padding: 'p'.repeat(MAX_BODY_BYTES - 2000),
+          }),
+        ),
+      ),
+    );
+    assert.ok(large.length > MAX_BODY_BYTES - 2000 && large.length <= MAX_BODY_BYTES);
+    /** A request whose body is still arriving: its headers and the first bytes sent. */
+    const arriving = () => {
+      const req = request({
+        host: '127.0.0.1',
+        port: webhook.port,
+        path: '/mutate',
+        method: 'POST',
+        ca: pair.ca,
+        servername: SERVER_NAME,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': large.length },
+      });
+      const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        req.on('response', (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        });
+        req.on('error', reject);
+      });
+      answered.catch(() => undefined);
+      req.write(large.subarray(0, 1000));
+      return { req, answered };
+    };
+    try {
+      const first = arriving();
+      const second = arriving();
+      // Once the server has their headers, the large pool is full: a third large body, sent whole, is
+      // shed (before that, it is read and answered).
+      const third = () => call(webhook.port, pair.ca, '/mutate', { body: large });
+      let answer = await third();
+      for (let i = 0; i < 50 && answer.status !== 429; i++) answer = await third();
+      assert.equal(answer.status, 429);
+      assert.equal(answer.headers['retry-after'], '1');
+      assert.match(answer.body, /the webhook holds as many request bodies as it may; retry in 1 s/);
+      const ordinary = await call(webhook.port, pair.ca, '/mutate', {
+        body: JSON.stringify(review(basicPod({ 'secret-agent.io/secret-api': 'aws:prod/api' }))),
+      });
+      assert.equal(ordinary.status, 200);
+      assert.match(ordinary.body, /"allowed":true/);
+      // The first finishes its body and is answered: its bytes are free for the next large one.
+      first.req.end(large.subarray(1000));
+      assert.equal((await first.answered).status, 200);
+      const next = await call(webhook.port, pair.ca, '/mutate', { body: large });
+      assert.equal(next.status, 200);
+      assert.match(next.body, /"allowed":true/);
+      // A client that gives up mid-body frees its bytes too.
+      second.req.destroy();
+      const after = await call(webhook.port, pair.ca, '/mutate', { body: large });
+      assert.equal(after.status, 200);
+      const metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
+      assert.match(metrics, /^secret_agent_webhook_admission_requests_total\{outcome="shed"\} [1-9]/m);
+    } finally {
+      await webhook.close();
+    }
+    const shedLine = logs.lines().find((l) => l.outcome === 'shed');
+    assert.equal(shedLine?.level, 40);
+    assert.equal(shedLine?.declared, String(large.length));
+  });
+});
