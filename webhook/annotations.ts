@@ -17,6 +17,9 @@ export const PREFIX = ANNOTATION_PREFIX;
 /** The label the MutatingWebhookConfiguration's objectSelector matches (see deploy/base). */
 export const OPT_IN_LABEL = `${PREFIX}inject`;
 
+/** What the names of the volumes the webhook adds start with (render/pod-patch.ts). */
+export const OWN_VOLUME_PREFIX = 'secret-agent';
+
 /** Container names the webhook adds; a pod that already uses one cannot be injected. */
 export const AGENT_CONTAINER = 'secret-agent';
 export const AGENT_INIT_CONTAINER = 'secret-agent-init';

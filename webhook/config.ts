@@ -333,7 +333,7 @@ export const WEBHOOK_SETTINGS = {
   }),
   ADMISSION_CACHE_SIZE: setting({
     default: '256',
-    doc: 'Admission decisions kept (least recently used dropped first), each keyed by a SHA-256 of exactly what decides it: the pod’s `secret-agent.io/` annotations and opt-in label, its containers’ names, env, mounts and ports, its volumes’ names, the pod fields the checks read, the namespace and these settings. The replicas of a workload share one, so a rollout is checked and rendered once; an answer over 64 KiB is not kept, nor more than 16 MiB in all. `0`: off.',
+    doc: 'Admission decisions kept (least recently used dropped first), each keyed by a SHA-256 of exactly what decides it: the pod’s `secret-agent.io/` annotations and opt-in label, its containers’ names, env, mounts and ports, the names of its volumes that admission compares (the webhook’s own and EKS’s token volumes: not the service account’s `kube-api-access-<random>`, which differs per pod), the pod fields the checks read, the namespace and these settings. The replicas of a workload share one, so a rollout is checked and rendered once; an answer over 64 KiB is not kept, nor more than 16 MiB in all. `0`: off.',
     parse: cacheEntries,
   }),
   LOG_LEVEL: setting({

@@ -312,8 +312,25 @@ const DECIDING: readonly [string, Admission, Admission][] = [
   ['VAULT_NAMESPACE_PINS', { pod: rich() }, { pod: rich(), env: { VAULT_NAMESPACE_PINS: 'apps=teams/a' } }],
 ];
 
+/** richPod as the API server sends it: the ServiceAccount plugin's token volume, named anew per pod. */
+const withServiceAccountVolume = (suffix: string) => (pod: PodDoc) => {
+  (pod.spec.volumes as Record<string, unknown>[]).push({
+    name: `kube-api-access-${suffix}`,
+    projected: { sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }] },
+  });
+  app(pod).volumeMounts = [
+    ...(app(pod).volumeMounts as object[]),
+    { name: `kube-api-access-${suffix}`, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' },
+  ];
+};
+
 /** Pairs that differ only in what admission never reads: the second is answered from the cache. */
 const IGNORED: readonly [string, Admission, Admission][] = [
+  [
+    'the service account’s token volume, named kube-api-access-<random> for each pod',
+    { pod: rich(withServiceAccountVolume('7xk2p')) },
+    { pod: rich(withServiceAccountVolume('q9zt4')) },
+  ],
   ['the uid', { pod: rich() }, { pod: rich(), options: { uid: 'c9a0e0d2-4c55-4b8e-8f5e-0b6f4d1f2a33' } }],
   [
     'the name (a StatefulSet)',

@@ -2,7 +2,7 @@ import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
-import { IRSA, POD_IDENTITY } from './inherit-cloud-identity.ts';
+import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 
 /**
  * What a pod may put into the agent container, which holds the pod's backend credentials: a program

@@ -1,5 +1,6 @@
 import { quote } from '../../agent/contract/errors.ts';
 import { AWS_REGION } from '../annotations.ts';
+import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 import type { ContainerShape, PodShape, VolumeShape } from './review.ts';
 
 /**
@@ -20,24 +21,6 @@ import type { ContainerShape, PodShape, VolumeShape } from './review.ts';
  * app's text), the volume is EKS's by name and a projected service-account token, the role is a role
  * ARN and the region a region. Anything else is not inherited, and a warning names the variable.
  */
-
-/** What EKS writes for IRSA (aws/amazon-eks-pod-identity-webhook pkg/handler: NewModifier's defaults). */
-export const IRSA = {
-  volume: 'aws-iam-token',
-  dir: '/var/run/secrets/eks.amazonaws.com/serviceaccount',
-  tokenPath: 'token',
-} as const;
-
-/** What EKS writes for Pod Identity: the Pod Identity agent's IPv4 and IPv6 addresses, its token volume. */
-export const POD_IDENTITY = {
-  volume: 'eks-pod-identity-token',
-  dir: '/var/run/secrets/pods.eks.amazonaws.com/serviceaccount',
-  tokenPath: 'eks-pod-identity-token',
-  uris: ['http://169.254.170.23/v1/credentials', 'http://[fd00:ec2::23]/v1/credentials'],
-} as const;
-
-/** The directories the agent may get an identity volume at: EKS's, and no other. */
-export const IDENTITY_DIRS: readonly string[] = [IRSA.dir, POD_IDENTITY.dir];
 
 /** An IAM role ARN in any partition, with an optional path: what `eks.amazonaws.com/role-arn` holds. */
 const ROLE_ARN = /^arn:aws(?:-[a-z]+)*:iam::\d{12}:role\/[A-Za-z0-9+=,.@_/-]{1,512}$/;

@@ -1,4 +1,5 @@
-import { OPT_IN_LABEL, PREFIX } from '../annotations.ts';
+import { OPT_IN_LABEL, OWN_VOLUME_PREFIX, PREFIX } from '../annotations.ts';
+import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 import type { PatchOperation } from '../patch.ts';
 
 /**
@@ -160,7 +161,22 @@ function containerView(c: Record<string, unknown>): ContainerShape {
   return view;
 }
 
+/**
+ * The volume names admission compares: the webhook's own (`secret-agent…`, which it must not take twice)
+ * and EKS's identity volumes. Any other volume stays in the view (its place in the list), nameless: the
+ * ServiceAccount admission plugin, which runs before webhooks, names each pod's token volume
+ * `kube-api-access-<random>`, and with it every replica of a workload would have a view of its own and
+ * the admission cache nothing to share.
+ */
+function isComparedVolumeName(name: unknown): name is string {
+  return (
+    typeof name === 'string' &&
+    (name.startsWith(OWN_VOLUME_PREFIX) || name === IRSA.volume || name === POD_IDENTITY.volume)
+  );
+}
+
 function volumeView(v: Record<string, unknown>): VolumeShape {
+  if (!isComparedVolumeName(v.name)) return { name: undefined, projected: undefined };
   const projected = isObject(v.projected) ? v.projected : undefined;
   const sources = Array.isArray(projected?.sources) ? (projected.sources as unknown[]) : undefined;
   const view: Listed<VolumeShape> = {

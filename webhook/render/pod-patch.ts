@@ -1,4 +1,5 @@
 import type { ContainerShape, PodShape } from '../admission/review.ts';
+import { OWN_VOLUME_PREFIX } from '../annotations.ts';
 import {
   STATUS_ANNOTATION,
   STATUS_INJECTED,
@@ -11,9 +12,10 @@ import { renderAgentContainers } from './agent-containers.ts';
 
 /** The env var app containers read to find the files. */
 export const SECRETS_DIR_ENV = 'SECRETS_DIR';
-const VOLUME_NAME = 'secret-agent-secrets';
-const HELPERS_VOLUME_NAME = 'secret-agent-helpers';
-const CLIENT_CERT_VOLUME_NAME = 'secret-agent-vault-client';
+// Each starts with OWN_VOLUME_PREFIX: the pod view keeps only such names (and EKS's) to compare against.
+const VOLUME_NAME = `${OWN_VOLUME_PREFIX}-secrets`;
+const HELPERS_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-helpers`;
+const CLIENT_CERT_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-vault-client`;
 
 /** A volume name the pod does not use yet: the base name, else the base name with a number. */
 export function chooseVolumeName(pod: PodShape, base = VOLUME_NAME): string {
