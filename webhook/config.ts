@@ -20,7 +20,8 @@ import {
   vaultAuthMethod,
   vaultNamespace,
   WEBHOOK_VAULT_AUTH_METHODS,
-} from './annotations.ts';
+} from './annotations/values.ts';
+import { DNS_LABEL } from './kubernetes-names.ts';
 import { parseExecHelpersVolume, type ExecHelpersVolume } from './exec-helpers-volume.ts';
 import {
   checkVaultPolicy,
@@ -42,7 +43,6 @@ function port(text: string, field: string): number {
   return n;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 function dnsLabel(text: string, field: string): string {
   if (!DNS_LABEL.test(text))
     throw new ConfigError(

@@ -1,6 +1,6 @@
 import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
 import type { ProviderName } from '../agent/contract/reference.ts';
-import type { InjectionMode } from './annotations.ts';
+import type { InjectionMode } from './annotations/values.ts';
 import type { ExecHelpersVolume } from './exec-helpers-volume.ts';
 
 /**

@@ -6,8 +6,8 @@ import {
   FILE_ANNOTATION_PREFIXES,
   FILE_ANNOTATIONS,
   matchFileAnnotation,
-  POD_ANNOTATIONS,
-} from '../../webhook/annotations.ts';
+} from '../../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
 import { ROOT } from '../support/run-agent.ts';
 

@@ -1,7 +1,9 @@
 import { hash } from 'node:crypto';
 import { parseAgentConfig, SECRET_VAR, type Env } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
-import { PREFIX, type FileAnnotationName, type InjectionMode } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
+import type { FileAnnotationName } from '../annotations/file-annotations.ts';
+import type { InjectionMode } from '../annotations/values.ts';
 import type { InjectionDefaults } from '../config.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';

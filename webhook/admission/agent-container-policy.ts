@@ -1,6 +1,6 @@
 import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 

@@ -1,6 +1,6 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { STATUS_ANNOTATION, STATUS_INJECTED } from '../../agent/contract/product-annotations.ts';
-import { OPT_IN_LABEL, PREFIX } from '../annotations.ts';
+import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
 import type { AdmissionRequest, PodShape } from './review.ts';
 
 /** Why a request is let through unchanged; also the `reason` label of the skip metric. */

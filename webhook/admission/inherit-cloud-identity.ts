@@ -1,5 +1,5 @@
 import { quote } from '../../agent/contract/errors.ts';
-import { AWS_REGION } from '../annotations.ts';
+import { AWS_REGION } from '../annotations/values.ts';
 import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 import type { ContainerShape, PodShape, VolumeShape } from './review.ts';
 

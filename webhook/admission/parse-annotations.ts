@@ -8,20 +8,12 @@ import { checkAgentContainer } from './agent-container-policy.ts';
 import { vaultLogin } from './vault-login.ts';
 import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import type { SecretReference } from '../../agent/contract/reference.ts';
-import {
-  AGENT_CONTAINER,
-  AGENT_PORT_NAME,
-  AGENT_INIT_CONTAINER,
-  FILE_ANNOTATIONS,
-  FILE_NAME,
-  matchFileAnnotation,
-  POD_ANNOTATIONS,
-  PREFIX,
-  type Annotation,
-  type FileAnnotationName,
-  type InjectionMode,
-  type PodAnnotationName,
-} from '../annotations.ts';
+import { AGENT_CONTAINER, AGENT_PORT_NAME, AGENT_INIT_CONTAINER } from '../injected-names.ts';
+import { FILE_ANNOTATIONS, FILE_NAME, type FileAnnotationName } from '../annotations/file-annotations.ts';
+import { POD_ANNOTATIONS, type PodAnnotationName } from '../annotations/pod-annotations.ts';
+import { readAnnotationKey } from '../annotations/annotation-keys.ts';
+import { PREFIX, type Annotation } from '../annotations/annotation.ts';
+import type { InjectionMode } from '../annotations/values.ts';
 import type { InjectionDefaults } from '../config.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
@@ -46,15 +38,14 @@ export function parseInjectionRequest(
 
   for (const [key, value] of Object.entries(annotations)) {
     // What the agent or the webhook wrote (a restart's template annotation) is not a setting: kept as is.
-    if (!key.startsWith(PREFIX) || isProductAnnotation(key)) continue;
-    const name = key.slice(PREFIX.length);
-    if (Object.hasOwn(POD_ANNOTATIONS, name)) {
-      podValues.set(name as PodAnnotationName, value);
+    const match = isProductAnnotation(key) ? undefined : readAnnotationKey(key);
+    if (match === undefined) continue;
+    if (match.kind === 'pod') {
+      podValues.set(match.name, value);
       continue;
     }
-    const match = matchFileAnnotation(name);
-    if (!match) {
-      const near = closestName(name);
+    if (match.kind === 'unknown') {
+      const near = closestName(match.name);
       errors.push(
         new ConfigError(
           key,

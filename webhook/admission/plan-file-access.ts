@@ -1,6 +1,6 @@
 import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAccess, SecretFileRequest } from '../injection-request.ts';
 import type { ContainerShape, PodShape } from './review.ts';
 

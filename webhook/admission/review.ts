@@ -1,4 +1,5 @@
-import { OPT_IN_LABEL, OWN_VOLUME_PREFIX, PREFIX } from '../annotations.ts';
+import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
+import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { IRSA, POD_IDENTITY } from './eks-identity.ts';
 import type { PatchOperation } from '../patch.ts';
 

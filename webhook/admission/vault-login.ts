@@ -1,5 +1,6 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX, type WebhookVaultAuthMethod } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
+import type { WebhookVaultAuthMethod } from '../annotations/values.ts';
 import type { ClusterDefaults } from '../config.ts';
 import { insideVaultNamespace, pinnedVaultNamespace, type VaultPolicy } from '../vault-policy.ts';
 import { parseVaultNamespace, type SecretReference } from '../../agent/contract/reference.ts';

@@ -1,5 +1,5 @@
 import type { ContainerShape, PodShape } from '../admission/review.ts';
-import { OWN_VOLUME_PREFIX } from '../annotations.ts';
+import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import {
   STATUS_ANNOTATION,
   STATUS_INJECTED,
