@@ -16,7 +16,7 @@ import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../webhook/annotations/annotation.ts';
 import { SERVE_EXIT } from '../webhook/cli/exit-codes.ts';
-import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { WEBHOOK_LIMITS } from '../webhook/limits.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {

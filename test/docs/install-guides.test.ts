@@ -14,7 +14,7 @@ import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-na
 import { FILE_ANNOTATIONS, matchFileAnnotation } from '../../webhook/annotations/file-annotations.ts';
 import { OPT_IN_LABEL, PREFIX, type Annotation } from '../../webhook/annotations/annotation.ts';
 import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import {
   decodePatch,
   injectionDefaults,
@@ -630,7 +630,7 @@ export function checkSettingNames(md: string): void {
     const setting = (WEBHOOK_SETTINGS as Record<string, { parse(text: string, field: string): unknown }>)[
       e.name
     ];
-    assert.ok(setting, `${e.name} is not a webhook setting (webhook/config.ts)`);
+    assert.ok(setting, `${e.name} is not a webhook setting (webhook/config/settings.ts)`);
     setting.parse(e.value, e.name);
   }
 }

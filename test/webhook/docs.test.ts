@@ -8,7 +8,7 @@ import {
   matchFileAnnotation,
 } from '../../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { ROOT } from '../support/run-agent.ts';
 
 describe('the annotation surface', () => {

@@ -4,7 +4,7 @@ import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAnnotationName } from '../annotations/file-annotations.ts';
 import type { InjectionMode } from '../annotations/values.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';

@@ -14,7 +14,7 @@ import { POD_ANNOTATIONS, type PodAnnotationName } from '../annotations/pod-anno
 import { readAnnotationKey } from '../annotations/annotation-keys.ts';
 import { PREFIX, type Annotation } from '../annotations/annotation.ts';
 import type { InjectionMode } from '../annotations/values.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';

@@ -1,7 +1,7 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { WebhookVaultAuthMethod } from '../annotations/values.ts';
-import type { ClusterDefaults } from '../config.ts';
+import type { ClusterDefaults } from '../config/injection-defaults.ts';
 import { insideVaultNamespace, pinnedVaultNamespace, type VaultPolicy } from '../vault-policy.ts';
 import { parseVaultNamespace, type SecretReference } from '../../agent/contract/reference.ts';
 

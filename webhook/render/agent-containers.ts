@@ -2,7 +2,7 @@ import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../injected-names.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv, type EnvVar } from './agent-env.ts';

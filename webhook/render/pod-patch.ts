@@ -5,7 +5,7 @@ import {
   STATUS_INJECTED,
   WARNINGS_ANNOTATION,
 } from '../../agent/contract/product-annotations.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
 import { renderAgentContainers } from './agent-containers.ts';
