@@ -1,6 +1,7 @@
 /**
- * The names of what the webhook adds to a pod: its containers, their port, its volumes. Admission
- * checks that the pod leaves them free; render/ gives them.
+ * The names of what the webhook adds to a pod: its containers, their port, its volumes, and the one
+ * path it chooses in the agent container. Admission checks that the pod leaves them free; render/
+ * gives them.
  */
 
 /** What the names of the volumes the webhook adds start with (render/pod-patch.ts). */
@@ -11,3 +12,6 @@ export const AGENT_CONTAINER = 'secret-agent';
 export const AGENT_INIT_CONTAINER = 'secret-agent-init';
 /** The name of the sidecar's HTTP port (probes, /metrics): what the monitoring PodMonitor scrapes. */
 export const AGENT_PORT_NAME = 'secret-agent';
+
+/** Where the agent container sees vault-client-cert-secret (tls.crt, tls.key). */
+export const VAULT_CLIENT_CERT_DIR = '/var/run/secrets/secret-agent/vault-client';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { AGENT_OWN_PATHS } from '../../webhook/admission/agent-container-policy.ts';
-import { IRSA, POD_IDENTITY } from '../../webhook/admission/eks-identity.ts';
+import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
   AGENT_IMAGE,

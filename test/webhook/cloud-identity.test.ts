@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { AGENT_OWN_PATHS } from '../../webhook/admission/agent-container-policy.ts';
-import { IRSA, POD_IDENTITY } from '../../webhook/admission/eks-identity.ts';
+import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { memoryDir, runAgent } from '../support/run-agent.ts';

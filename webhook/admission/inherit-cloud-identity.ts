@@ -1,7 +1,7 @@
 import { quote } from '../../agent/contract/errors.ts';
 import { AWS_REGION } from '../annotations/values.ts';
-import { IRSA, POD_IDENTITY } from './eks-identity.ts';
-import type { ContainerShape, PodShape, VolumeShape } from './review.ts';
+import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
+import type { ContainerShape, PodShape, VolumeShape } from '../pod-shape.ts';
 
 /**
  * The AWS identity EKS's pod-identity-webhook gave the app, for the agent too: exactly what that

@@ -15,10 +15,10 @@ import { readAnnotationKey } from '../annotations/annotation-keys.ts';
 import { PREFIX, type Annotation } from '../annotations/annotation.ts';
 import type { InjectionMode } from '../annotations/values.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
-import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
+import { VAULT_CLIENT_CERT_DIR } from '../injected-names.ts';
 import { checkSecretNames, type CompiledTemplate } from '../../agent/format/template.ts';
 import type { AgentSettingRequest, InjectionRequest, SecretFileRequest } from '../injection-request.ts';
-import type { PodShape } from './review.ts';
+import type { PodShape } from '../pod-shape.ts';
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 

@@ -2,7 +2,7 @@ import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAccess, SecretFileRequest } from '../injection-request.ts';
-import type { ContainerShape, PodShape } from './review.ts';
+import type { ContainerShape, PodShape } from '../pod-shape.ts';
 
 /** A file mode the pod chose, with the annotation that chose it. */
 export interface ChosenMode {

@@ -1,4 +1,4 @@
-import type { ContainerShape, PodShape } from '../admission/review.ts';
+import type { ContainerShape, PodShape } from '../pod-shape.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import {
   STATUS_ANNOTATION,
