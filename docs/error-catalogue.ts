@@ -768,7 +768,8 @@ export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Sympto
   if (/^webhook\/(cli\/(?!serve\.ts$)|apply-patch\.ts$)/.test(file)) return 'render';
   if (file.startsWith('webhook/')) {
     // Annotation checks deny the pod; the annotations' value parsers also check a few webhook settings.
-    if (errorClass === 'ConfigError' && /^webhook\/(admission|annotations)\//.test(file)) return 'admission';
+    if (errorClass === 'ConfigError' && /^webhook\/(admission|annotations|parse)\//.test(file))
+      return 'admission';
     return 'webhook';
   }
   if (errorClass === 'ConfigError') {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { AGENT_OWN_PATHS } from '../../webhook/admission/agent-container-policy.ts';
+import { AGENT_OWN_PATHS } from '../../webhook/parse/agent-container-policy.ts';
 import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';

@@ -10,7 +10,7 @@ import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
 import { checkAnnotationLimits } from './annotation-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
-import { parseInjectionRequest } from './parse-annotations.ts';
+import { parseInjectionRequest } from '../parse/parse-injection-request.ts';
 import { forLog, redactMessages } from './redact.ts';
 import {
   allowFields,

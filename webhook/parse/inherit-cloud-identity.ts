@@ -143,7 +143,7 @@ function podIdentityOf(env: Env, volumes: readonly VolumeShape[], refuse: Refuse
   return undefined;
 }
 
-/** The region EKS set (AWS_REGION only where we have none: parse-annotations decides) and STS's endpoint kind. */
+/** The region EKS set (AWS_REGION only where we have none: parse-injection-request.ts decides) and STS's endpoint kind. */
 function regionOf(env: Env, refuse: Refuse): { name: string; value: string }[] {
   const out: { name: string; value: string }[] = [];
   for (const name of ['AWS_STS_REGIONAL_ENDPOINTS', 'AWS_REGION', 'AWS_DEFAULT_REGION']) {
