@@ -56,3 +56,8 @@ export interface VolumeShape {
     readonly sources?: readonly { readonly serviceAccountToken?: { readonly path?: unknown } }[];
   };
 }
+
+/** Every container of the pod: its containers, then its init containers. */
+export function podContainers(pod: PodShape): readonly ContainerShape[] {
+  return [...pod.spec.containers, ...(pod.spec.initContainers ?? [])];
+}
