@@ -1443,6 +1443,8 @@ describe('an unknown annotation suggests the closest one', () => {
     ['fromat-db', 'format-db'],
     ['moed', 'mode'],
     ['refresh-intervall', 'refresh-interval'],
+    // Two swapped neighbours are two slips, as the agent counts them in its env names.
+    ['lgo-elvel', 'log-level'],
   ];
   for (const [typo, meant] of cases) {
     it(`${typo} → ${meant}`, () => {
