@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 import { freePort, startMoto, type Moto } from '../test/support/moto.ts';
-import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { nodeOptions } from '../webhook/render/agent-env.ts';
 
 const root = new URL('../', import.meta.url).pathname;

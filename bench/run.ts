@@ -7,7 +7,7 @@
  * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts; what its
  * postStart hook costs and how soon it lets the app start: bench/post-start.ts). Figures are medians; ratios are what to compare across
  * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
- * and the webhook (bench/webhook.ts), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
+ * and the webhook (bench/webhook/), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -23,7 +23,8 @@ import { benchPostStart, formatPostStartFigures } from './post-start.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchSidecarRss } from './sidecar-rss.ts';
 import { buildReferences } from './reference/build-references.ts';
-import { benchWebhook, formatWebhookFigures } from './webhook.ts';
+import { benchWebhook } from './webhook/measure.ts';
+import { formatWebhookFigures } from './webhook/tables.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);

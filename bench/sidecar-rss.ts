@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Moto } from '../test/support/moto.ts';
-import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { nodeOptions } from '../webhook/render/agent-env.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 

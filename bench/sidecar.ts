@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { FaultProxy } from '../test/support/fault-proxy.ts';
 import type { Moto } from '../test/support/moto.ts';
-import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { nodeOptions } from '../webhook/render/agent-env.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 

@@ -767,8 +767,8 @@ export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Sympto
   if (errorClass === 'ServiceAccountError') return 'notify';
   if (/^webhook\/(cli\/(?!serve\.ts$)|apply-patch\.ts$)/.test(file)) return 'render';
   if (file.startsWith('webhook/')) {
-    // Annotation checks deny the pod; the same file's validators also check a few webhook settings.
-    if (errorClass === 'ConfigError' && /^webhook\/(admission\/|annotations\.ts$)/.test(file))
+    // Annotation checks deny the pod; the annotations' value parsers also check a few webhook settings.
+    if (errorClass === 'ConfigError' && /^webhook\/(admission|annotations|parse)\//.test(file))
       return 'admission';
     return 'webhook';
   }

@@ -12,9 +12,11 @@ import { HELPER_ENV } from '../agent/providers/exec.ts';
 import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
-import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../webhook/annotations.ts';
+import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
+import { PREFIX } from '../webhook/annotations/annotation.ts';
 import { SERVE_EXIT } from '../webhook/cli/exit-codes.ts';
-import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { WEBHOOK_LIMITS } from '../webhook/limits.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import {

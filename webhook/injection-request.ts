@@ -1,11 +1,11 @@
 import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
 import type { ProviderName } from '../agent/contract/reference.ts';
-import type { InjectionMode } from './annotations.ts';
+import type { InjectionMode } from './annotations/values.ts';
 import type { ExecHelpersVolume } from './exec-helpers-volume.ts';
 
 /**
  * The one typed, validated intermediate between a pod's annotations and the patch: everything the
- * renderers need, with cluster defaults already applied. Built by admission/parse-annotations.ts.
+ * renderers need, with cluster defaults already applied. Built by parse/parse-injection-request.ts.
  */
 
 export interface SecretFileRequest {
@@ -46,7 +46,7 @@ export interface InjectionRequest {
     readonly requests: { readonly cpu: string; readonly memory: string };
     readonly limits: { readonly cpu?: string; readonly memory: string };
   };
-  /** The agent's user and group, and how the app reads the files (admission/plan-file-access.ts). */
+  /** The agent's user and group, and how the app reads the files (parse/plan-file-access.ts). */
   readonly fileAccess: FileAccess;
   readonly volumeSizeLimit: string;
   /** Provider env for the agent: cluster defaults with the pod's safe overrides applied. */
@@ -75,7 +75,7 @@ export interface InjectionRequest {
 
 /**
  * Who reads the files and how: the agent's uid and gid, and the mode and group that let every container
- * that mounts the volume read them (worked out by admission/plan-file-access.ts).
+ * that mounts the volume read them (worked out by parse/plan-file-access.ts).
  */
 export interface FileAccess {
   /** The agent containers' uid and gid. */

@@ -7,7 +7,7 @@ import {
   MAX_ANNOTATIONS,
 } from './admission/annotation-limits.ts';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
-import { PREFIX } from './annotations.ts';
+import { PREFIX } from './annotations/annotation.ts';
 import {
   LARGE_BODY_BYTES,
   MAX_BODY_BYTES,

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../agent/log.ts';
-import type { NativeSidecarsSetting } from './config.ts';
+import type { NativeSidecarsSetting } from './config/setting-values.ts';
 import {
   InClusterConfigError,
   KubernetesApiError,

@@ -6,7 +6,7 @@ import type { AdmissionCache } from './admission/admission-cache.ts';
 import { checkJsonShape } from './admission/json-limits.ts';
 import { BadReviewError } from './admission/review.ts';
 import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS } from './body-budget.ts';
-import type { InjectionDefaults } from './config.ts';
+import type { InjectionDefaults } from './config/injection-defaults.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
 
 export interface WebhookServerOptions {

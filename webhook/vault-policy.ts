@@ -1,7 +1,7 @@
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../agent/contract/reference.ts';
 import { MOUNT } from '../agent/providers/vault/config.ts';
-import { WEBHOOK_VAULT_AUTH_METHODS, type WebhookVaultAuthMethod } from './annotations.ts';
+import { WEBHOOK_VAULT_AUTH_METHODS, type WebhookVaultAuthMethod } from './annotations/values.ts';
 
 /**
  * What the platform lets a pod choose of its Vault login (webhook settings ALLOW_VAULT_AUTH_METHODS

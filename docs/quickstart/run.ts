@@ -29,7 +29,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1';
-import { AGENT_CONTAINER } from '../../webhook/annotations.ts';
+import { AGENT_CONTAINER } from '../../webhook/injected-names.ts';
 import { issueCertificateAuthority, issueServingCertificate } from '../../webhook/tls/issue-certificates.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 import { localAgentEnv } from './local-agent-env.ts';

@@ -18,12 +18,9 @@ import {
 } from '../../agent/contract/product-annotations.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import {
-  FILE_ANNOTATION_PREFIXES,
-  matchFileAnnotation,
-  POD_ANNOTATIONS,
-  PREFIX,
-} from '../../webhook/annotations.ts';
+import { FILE_ANNOTATION_PREFIXES, matchFileAnnotation } from '../../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
+import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { ROOT } from '../support/run-agent.ts';
 import {

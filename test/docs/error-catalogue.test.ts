@@ -14,7 +14,7 @@ import {
   logSymptom,
   scanErrorCatalogue,
 } from '../../docs/error-catalogue.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/annotations.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
 import { SERVE_EXIT } from '../../webhook/cli/exit-codes.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 

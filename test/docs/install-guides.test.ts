@@ -10,17 +10,11 @@ import { parseReference, type SecretReference } from '../../agent/contract/refer
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import {
-  AGENT_CONTAINER,
-  AGENT_INIT_CONTAINER,
-  FILE_ANNOTATIONS,
-  matchFileAnnotation,
-  OPT_IN_LABEL,
-  POD_ANNOTATIONS,
-  PREFIX,
-  type Annotation,
-} from '../../webhook/annotations.ts';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
+import { FILE_ANNOTATIONS, matchFileAnnotation } from '../../webhook/annotations/file-annotations.ts';
+import { OPT_IN_LABEL, PREFIX, type Annotation } from '../../webhook/annotations/annotation.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import {
   decodePatch,
   injectionDefaults,
@@ -179,7 +173,7 @@ export function checkAnnotations(md: string): SecretReference[] {
         annotation = POD_ANNOTATIONS[name as keyof typeof POD_ANNOTATIONS] as Annotation<unknown>;
       } else {
         const match = matchFileAnnotation(name);
-        assert.ok(match, `${key} is not in webhook/annotations.ts (POD_ANNOTATIONS / FILE_ANNOTATIONS)`);
+        assert.ok(match, `${key} is not in webhook/annotations/ (POD_ANNOTATIONS / FILE_ANNOTATIONS)`);
         annotation = FILE_ANNOTATIONS[match.name] as Annotation<unknown>;
         if (match.name === 'secret') refs.push(parseReference(value, key));
       }
@@ -636,7 +630,7 @@ export function checkSettingNames(md: string): void {
     const setting = (WEBHOOK_SETTINGS as Record<string, { parse(text: string, field: string): unknown }>)[
       e.name
     ];
-    assert.ok(setting, `${e.name} is not a webhook setting (webhook/config.ts)`);
+    assert.ok(setting, `${e.name} is not a webhook setting (webhook/config/settings.ts)`);
     setting.parse(e.value, e.name);
   }
 }
@@ -848,7 +842,7 @@ describe('install guides: the checks catch drift', () => {
     throwsOn(
       () =>
         checkAnnotations(eks.replace('secret-agent.io/rotation-http-url', 'secret-agent.io/rotation-url')),
-      /not in webhook\/annotations.ts/,
+      /not in webhook\/annotations\//,
     );
     throwsOn(() => checkAnnotations(eks.replace("'aws:shop/web/api-key'", "'aws:shop web'")), /white space/);
     throwsOn(

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 
 /**
  * docs/security.md is the threat model: every claim names the tests that prove it. These checks keep

@@ -11,7 +11,7 @@ import { renderFiles, SecretFormatError, type FileEntry } from '../../agent/form
 import { formatFailureSummary, type SecretFailure } from '../../agent/modes/init.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/annotations.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
 import {
   basicPod,
   containerEnv,

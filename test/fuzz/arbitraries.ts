@@ -2,7 +2,9 @@ import fc from 'fast-check';
 import { AGENT_SETTINGS, SECRET_SETTINGS, type SecretEnvInput } from '../../agent/contract/env.ts';
 import { validateRelativePath } from '../../agent/contract/path.ts';
 import { PRODUCT_ANNOTATIONS } from '../../agent/contract/product-annotations.ts';
-import { FILE_ANNOTATIONS, POD_ANNOTATIONS, PREFIX } from '../../webhook/annotations.ts';
+import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
+import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { canary } from '../support/canary.ts';
 
 /**

@@ -35,7 +35,8 @@ import {
 } from '../../agent/format/template.ts';
 import { MAX_SECRET_BYTES } from '../../agent/providers/provider.ts';
 import { AtomicDir, WriteError } from '../../agent/write/atomic-dir.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, PREFIX } from '../../webhook/annotations.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
+import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { assertNoCanary, CANARY_MARKER } from '../support/canary.ts';
 import { containerEnv, validatePod, type PodDoc } from '../webhook/fixtures.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';

@@ -1,5 +1,5 @@
 import { Agent, request } from 'node:https';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { captureLog } from '../support/captured-log.ts';
 import { AGENT_IMAGE } from '../webhook/fixtures.ts';

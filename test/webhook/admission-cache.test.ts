@@ -8,8 +8,10 @@ import {
   type CachedAdmission,
 } from '../../webhook/admission/admission-cache.ts';
 import { admitPod, type AdmissionResult } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview, type PodShape } from '../../webhook/admission/review.ts';
-import { WEBHOOK_SETTINGS, type InjectionDefaults } from '../../webhook/config.ts';
+import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import type { PodShape } from '../../webhook/pod-shape.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
+import type { InjectionDefaults } from '../../webhook/config/injection-defaults.ts';
 import { admissionReview } from '../fuzz/arbitraries.ts';
 import { basicPod, injectionDefaults, review, type PodDoc } from './fixtures.ts';
 

@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/contract/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import { FILE_ANNOTATIONS, POD_ANNOTATIONS } from '../../webhook/annotations.ts';
+import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
 import { parseVaultSettings } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
@@ -1442,6 +1443,8 @@ describe('an unknown annotation suggests the closest one', () => {
     ['fromat-db', 'format-db'],
     ['moed', 'mode'],
     ['refresh-intervall', 'refresh-interval'],
+    // Two swapped neighbours are two slips, as the agent counts them in its env names.
+    ['lgo-elvel', 'log-level'],
   ];
   for (const [typo, meant] of cases) {
     it(`${typo} → ${meant}`, () => {

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { AGENT_OWN_PATHS } from '../../webhook/admission/agent-container-policy.ts';
-import { IRSA, POD_IDENTITY } from '../../webhook/admission/eks-identity.ts';
+import { AGENT_OWN_PATHS } from '../../webhook/parse/agent-container-policy.ts';
+import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
   AGENT_IMAGE,

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { AGENT_IMAGE } from './fixtures.ts';
 
 function fields(fn: () => unknown): string[] {

@@ -6,13 +6,9 @@ import { dirname, join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
-import {
-  AGENT_CONTAINER,
-  AGENT_INIT_CONTAINER,
-  AGENT_PORT_NAME,
-  OPT_IN_LABEL,
-} from '../../webhook/annotations.ts';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/injected-names.ts';
+import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SMALL_IN_FLIGHT_BYTES } from '../../webhook/body-budget.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';

@@ -6,9 +6,9 @@ import {
   FILE_ANNOTATION_PREFIXES,
   FILE_ANNOTATIONS,
   matchFileAnnotation,
-  POD_ANNOTATIONS,
-} from '../../webhook/annotations.ts';
-import { WEBHOOK_SETTINGS } from '../../webhook/config.ts';
+} from '../../webhook/annotations/file-annotations.ts';
+import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
+import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { ROOT } from '../support/run-agent.ts';
 
 describe('the annotation surface', () => {

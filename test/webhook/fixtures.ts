@@ -1,6 +1,7 @@
 import { Pod } from 'kubernetes-models/v1';
 import type { Env } from '../../agent/contract/env.ts';
-import { parseWebhookConfig, type InjectionDefaults } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
+import type { InjectionDefaults } from '../../webhook/config/injection-defaults.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 
 export const AGENT_IMAGE = 'ghcr.io/example/secret-agent:0.1.0';

@@ -19,7 +19,7 @@ import {
   MAX_LARGE_IN_FLIGHT_BYTES,
   MAX_SMALL_IN_FLIGHT_BYTES,
 } from '../../webhook/body-budget.ts';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { captureLog } from '../support/captured-log.ts';

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import {
   inClusterApiOptions,
   KubernetesApi,

@@ -19,7 +19,7 @@ import {
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { RotationEvent } from '../../agent/notify/notifier.ts';
 import { restartValue } from '../../agent/notify/restart-owner.ts';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import {
   startKubernetesWorkloadsFake,

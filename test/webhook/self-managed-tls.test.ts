@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { KubernetesApi, KubernetesApiError } from '../../webhook/kubernetes-api.ts';
 import { MissingPermissionError, type Permission } from '../../webhook/missing-permission.ts';
 import { startWebhook } from '../../webhook/start.ts';

@@ -3,7 +3,7 @@ import { X509Certificate } from 'node:crypto';
 import { Agent, request } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { MAX_BODY_BYTES } from '../../webhook/body-budget.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { createLogger } from '../../agent/log.ts';
-import { parseWebhookConfig } from '../../webhook/config.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { ROOT } from '../support/run-agent.ts';

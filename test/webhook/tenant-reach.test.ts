@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import { POD_ANNOTATIONS, PREFIX, type PodAnnotationName } from '../../webhook/annotations.ts';
+import { POD_ANNOTATIONS, type PodAnnotationName } from '../../webhook/annotations/pod-annotations.ts';
+import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import {
   AGENT_IMAGE,

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import {
   admitPod,
   decideAdmission,

@@ -1,14 +1,16 @@
 import { hash } from 'node:crypto';
 import { parseAgentConfig, SECRET_VAR, type Env } from '../../agent/contract/env.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
-import { PREFIX, type FileAnnotationName, type InjectionMode } from '../annotations.ts';
-import type { InjectionDefaults } from '../config.ts';
+import { PREFIX } from '../annotations/annotation.ts';
+import type { FileAnnotationName } from '../annotations/file-annotations.ts';
+import type { InjectionMode } from '../annotations/values.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
 import { checkAnnotationLimits } from './annotation-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
-import { parseInjectionRequest } from './parse-annotations.ts';
+import { parseInjectionRequest } from '../parse/parse-injection-request.ts';
 import { forLog, redactMessages } from './redact.ts';
 import {
   allowFields,

@@ -6,7 +6,8 @@ import {
   oversize,
   oversizeFix,
 } from '../../agent/contract/value-limits.ts';
-import { matchFileAnnotation, PREFIX } from '../annotations.ts';
+import { readAnnotationKey } from '../annotations/annotation-keys.ts';
+import { PREFIX } from '../annotations/annotation.ts';
 
 /**
  * How much a pod's `secret-agent.io/` annotations may hold, checked before any of them is parsed. A
@@ -27,9 +28,8 @@ export const MAX_ANNOTATION_NAME = 63;
 
 /** The size cap of an annotation's value: a template's or any other setting's. */
 export function annotationLimit(key: string): number {
-  return matchFileAnnotation(key.slice(PREFIX.length))?.name === 'template'
-    ? MAX_TEMPLATE_BYTES
-    : MAX_SETTING_BYTES;
+  const read = readAnnotationKey(key);
+  return read?.kind === 'file' && read.name === 'template' ? MAX_TEMPLATE_BYTES : MAX_SETTING_BYTES;
 }
 
 /** A key as an error names it: cut where Kubernetes would have refused it. */

@@ -1,7 +1,8 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { STATUS_ANNOTATION, STATUS_INJECTED } from '../../agent/contract/product-annotations.ts';
-import { OPT_IN_LABEL, PREFIX } from '../annotations.ts';
-import type { AdmissionRequest, PodShape } from './review.ts';
+import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
+import type { AdmissionRequest } from './review.ts';
+import type { PodShape } from '../pod-shape.ts';
 
 /** Why a request is let through unchanged; also the `reason` label of the skip metric. */
 export type SkipReason = 'not-a-pod-create' | 'own-namespace' | 'not-opted-in' | 'already-injected';

@@ -1,9 +1,10 @@
 import { quote, valueShape, type ConfigError } from '../../agent/contract/errors.ts';
 import { REFERENCE_FORMS } from '../../agent/contract/reference.ts';
-import { annotationFor, matchFileAnnotation, PREFIX, type Echo } from '../annotations.ts';
+import { annotationFor, readAnnotationKey } from '../annotations/annotation-keys.ts';
+import { PREFIX, type Echo } from '../annotations/annotation.ts';
 
 /**
- * How a refusal shows annotation values: each annotation declares its `echo` (webhook/annotations.ts),
+ * How a refusal shows annotation values: each annotation declares its `echo` (webhook/annotations/),
  * and this applies it to the messages of the errors that name it. Names, enums, durations, paths and
  * the like are shown as written; what could be a secret pasted by mistake is described by its shape.
  * A last pass keeps hidden values out of every other message too, whichever error quoted them.
@@ -70,7 +71,8 @@ function redactMessage(
   inText: readonly string[],
 ): string {
   // The file name is part of the key, which every message shows anyway.
-  const file = own ? matchFileAnnotation(own.key.slice(PREFIX.length))?.file : undefined;
+  const read = own && readAnnotationKey(own.key);
+  const file = read?.kind === 'file' ? read.file : undefined;
   const parts: string[] = [];
   let last = 0;
   for (const m of error.message.matchAll(QUOTED)) {

@@ -1,4 +1,4 @@
-import { WEBHOOK_SETTINGS } from '../config.ts';
+import { WEBHOOK_SETTINGS } from '../config/settings.ts';
 import { SERVE_EXIT } from './exit-codes.ts';
 import { POD_TEMPLATE_PATHS } from './pod-templates.ts';
 

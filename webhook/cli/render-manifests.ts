@@ -1,8 +1,8 @@
 import { admitPod } from '../admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../admission/review.ts';
-import { PREFIX } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../apply-patch.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { getIn, isJsonObject, listItems, podTemplatePath, setIn, type JsonObject } from './pod-templates.ts';
 
 /**

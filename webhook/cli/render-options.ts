@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
+import { DNS_LABEL } from '../kubernetes-names.ts';
 import { STDIN } from './manifest-input.ts';
 import type { KubernetesVersion } from './render-settings.ts';
 
@@ -14,7 +15,6 @@ export interface RenderOptions {
   readonly clusterVersion?: KubernetesVersion;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const SEE_HELP = 'see secret-agent-webhook render --help';
 
 /** Throws a ConfigError naming the flag. */

@@ -1,11 +1,8 @@
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import type { Env } from '../../agent/contract/settings.ts';
-import {
-  parseWebhookConfig,
-  WEBHOOK_SETTINGS,
-  type InjectionDefaults,
-  type WebhookSettingName,
-} from '../config.ts';
+import { parseWebhookConfig } from '../config/parse-webhook-config.ts';
+import { WEBHOOK_SETTINGS, type WebhookSettingName } from '../config/settings.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { NATIVE_SIDECARS_SINCE } from '../native-sidecars.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { createLogger } from '../../agent/log.ts';
-import { parseWebhookConfig } from '../config.ts';
+import { parseWebhookConfig } from '../config/parse-webhook-config.ts';
 import { checkHeapLimit } from '../heap-limit.ts';
 import { inClusterApiOptions } from '../kubernetes-api.ts';
 import { MissingPermissionError } from '../missing-permission.ts';

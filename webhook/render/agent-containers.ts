@@ -1,8 +1,13 @@
 import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../annotations.ts';
-import type { InjectionDefaults } from '../config.ts';
+import {
+  AGENT_CONTAINER,
+  AGENT_INIT_CONTAINER,
+  AGENT_PORT_NAME,
+  VAULT_CLIENT_CERT_DIR,
+} from '../injected-names.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv, type EnvVar } from './agent-env.ts';
@@ -62,9 +67,6 @@ export const GCP_INIT_COMMAND: readonly string[] = [
  * Paths are Dockerfile.agent's.
  */
 export const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
-
-/** Where the agent container sees vault-client-cert-secret (tls.crt, tls.key). */
-export const VAULT_CLIENT_CERT_DIR = '/var/run/secrets/secret-agent/vault-client';
 
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {

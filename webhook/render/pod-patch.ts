@@ -1,11 +1,11 @@
-import type { ContainerShape, PodShape } from '../admission/review.ts';
-import { OWN_VOLUME_PREFIX } from '../annotations.ts';
+import type { ContainerShape, PodShape } from '../pod-shape.ts';
+import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import {
   STATUS_ANNOTATION,
   STATUS_INJECTED,
   WARNINGS_ANNOTATION,
 } from '../../agent/contract/product-annotations.ts';
-import type { InjectionDefaults } from '../config.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
 import { renderAgentContainers } from './agent-containers.ts';

@@ -1,7 +1,7 @@
 /**
  * What EKS's pod-identity-webhook writes into a pod, as constants: the names, paths and addresses the
- * agent may inherit (inherit-cloud-identity.ts), which nothing may mount over (agent-container-policy.ts),
- * and whose volumes the pod view keeps by name (review.ts).
+ * agent may inherit (parse/inherit-cloud-identity.ts), which nothing may mount over
+ * (parse/agent-container-policy.ts), and whose volumes the pod view keeps by name (admission/review.ts).
  */
 
 /** What EKS writes for IRSA (aws/amazon-eks-pod-identity-webhook pkg/handler: NewModifier's defaults). */

@@ -1,58 +1,25 @@
-import { AGENT_SETTINGS, SECRET_FORMATS, SECRET_SETTINGS } from '../agent/contract/env.ts';
-import { compileTemplate } from '../agent/format/template.ts';
-import { ConfigError, quote } from '../agent/contract/errors.ts';
-import { parseReference, parseVaultNamespace, type SecretReference } from '../agent/contract/reference.ts';
-import { validateRelativePath } from '../agent/contract/path.ts';
-import { ANNOTATION_PREFIX } from '../agent/contract/product-annotations.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import { annotation, type Annotation, type Echo } from './annotation.ts';
+import { DNS_SUBDOMAIN } from '../kubernetes-names.ts';
+import {
+  absolutePath,
+  AWS_REGION,
+  boolean,
+  containerList,
+  GCP_PROJECT,
+  injectionMode,
+  pattern,
+  quantity,
+  userId,
+  vaultAuthMethod,
+  vaultNamespace,
+  WEBHOOK_VAULT_AUTH_METHODS,
+} from './values.ts';
 
 /**
- * The webhook's public surface on pods, declared once as data: every annotation with its value
- * type, default, parser and one-line doc. Parsing, validation messages and the README table all
- * come from these tables (docs/tables.ts renders them into the README and docs/webhook.md). The
- * annotations secret-agent writes itself are not settings: agent/contract/product-annotations.ts.
+ * Pod-wide annotations, `secret-agent.io/<name>`: how the agent is injected, the agent settings a pod
+ * may choose (passed through as its env), its resources, and what the backends need of the pod.
  */
-
-export const PREFIX = ANNOTATION_PREFIX;
-
-/** The label the MutatingWebhookConfiguration's objectSelector matches (see deploy/base). */
-export const OPT_IN_LABEL = `${PREFIX}inject`;
-
-/** What the names of the volumes the webhook adds start with (render/pod-patch.ts). */
-export const OWN_VOLUME_PREFIX = 'secret-agent';
-
-/** Container names the webhook adds; a pod that already uses one cannot be injected. */
-export const AGENT_CONTAINER = 'secret-agent';
-export const AGENT_INIT_CONTAINER = 'secret-agent-init';
-/** The name of the sidecar's HTTP port (probes, /metrics): what the monitoring PodMonitor scrapes. */
-export const AGENT_PORT_NAME = 'secret-agent';
-
-export type InjectionMode = 'init' | 'sidecar' | 'init+sidecar';
-
-/**
- * How an error may show an annotation's value (webhook/admission/redact.ts applies it to refusals).
- * `quote`: names, enums, booleans, durations, modes, quantities, paths, container names: never a
- * secret, shown as written so the message is readable. `shape`: text that could be a secret pasted
- * by mistake (a reference, a command, free text): only its length. `url`: method, scheme, host and
- * port only; userinfo, path, query and fragment (where credentials and tokens live) become `…`.
- */
-export type Echo = 'quote' | 'shape' | 'url';
-
-export interface Annotation<T> {
-  /** Type of the value, as the docs show it. */
-  readonly type: string;
-  /** How a refusal may show a bad value of this annotation. */
-  readonly echo: Echo;
-  /** The default as written in an annotation; undefined means unset unless the pod sets it. */
-  readonly default: string | undefined;
-  readonly doc: string;
-  readonly parse: (text: string, field: string) => T;
-  /** The agent env var the value is passed through to unchanged (after validation). */
-  readonly env?: keyof typeof AGENT_SETTINGS;
-}
-
-function annotation<T>(a: Annotation<T>): Annotation<T> {
-  return a;
-}
 
 /** An annotation that is an agent env var under another name: parsed by the agent's own parser. */
 function agentSetting<K extends keyof typeof AGENT_SETTINGS>(
@@ -75,122 +42,6 @@ function agentSetting<K extends keyof typeof AGENT_SETTINGS>(
     },
   };
 }
-
-function boolean(text: string, field: string): boolean {
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  throw new ConfigError(field, `${quote(text)} is not a boolean`, 'set it to "true" or "false"');
-}
-
-const MODES: readonly InjectionMode[] = ['init', 'sidecar', 'init+sidecar'];
-
-function injectionMode(text: string, field: string): InjectionMode {
-  if ((MODES as readonly string[]).includes(text)) return text as InjectionMode;
-  throw new ConfigError(field, `${quote(text)} is not an injection mode`, `use one of ${MODES.join(', ')}`);
-}
-
-export function absolutePath(text: string, field: string): string {
-  if (!text.startsWith('/') || text.length > 1024 || /[\0\n\\:]/.test(text) || text.split('/').includes('..'))
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not an absolute path without .. segments`,
-      'use an absolute path such as /etc/secrets',
-    );
-  return text.length > 1 ? text.replace(/\/+$/, '') : text;
-}
-
-const CONTAINER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-function containerList(text: string, field: string): readonly string[] {
-  const names = text
-    .split(',')
-    .map((n) => n.trim())
-    .filter((n) => n !== '');
-  const bad = names.find((n) => !CONTAINER_NAME.test(n));
-  if (names.length === 0 || bad !== undefined)
-    throw new ConfigError(
-      field,
-      bad === undefined ? 'names no container' : `${quote(bad)} is not a container name`,
-      'list container names separated by commas, e.g. app,worker',
-    );
-  return [...new Set(names)];
-}
-
-/** Kubernetes resource quantity (a subset: plain decimal with an SI or binary suffix). */
-export function quantity(text: string, field: string): string {
-  if (!/^(?:\d{1,15}(?:\.\d{1,6})?|\.\d{1,6})(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/.test(text))
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not a resource quantity`,
-      'write it like 50m, 64Mi or 1Gi',
-    );
-  return text;
-}
-
-export function userId(text: string, field: string): number {
-  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
-  if (!(n >= 1 && n <= 2_147_483_647))
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not a non-root user id`,
-      'use a number from 1 to 2147483647 (the agent never runs as root)',
-    );
-  return n;
-}
-
-export function groupId(text: string, field: string): number {
-  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
-  if (!(n >= 1 && n <= 2_147_483_647))
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not a non-root group id`,
-      'use a number from 1 to 2147483647 (files are never shared through the root group)',
-    );
-  return n;
-}
-
-export const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
-const GCP_PROJECT = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
-
-function pattern(re: RegExp, what: string, example: string) {
-  return (text: string, field: string): string => {
-    if (!re.test(text))
-      throw new ConfigError(field, `${quote(text)} is not ${what}`, `write it like ${example}`);
-    return text;
-  };
-}
-
-/**
- * Vault auth methods a webhook-injected agent can use: each logs in with what the pod already has
- * (its service-account token, its cloud identity, a TLS Secret the webhook mounts). approle and
- * token need a secret handed to the agent, which no annotation may carry.
- */
-export const WEBHOOK_VAULT_AUTH_METHODS = ['kubernetes', 'jwt', 'cert', 'aws', 'gcp'] as const;
-export type WebhookVaultAuthMethod = (typeof WEBHOOK_VAULT_AUTH_METHODS)[number];
-
-export function vaultAuthMethod(text: string, field: string): WebhookVaultAuthMethod {
-  if ((WEBHOOK_VAULT_AUTH_METHODS as readonly string[]).includes(text)) return text as WebhookVaultAuthMethod;
-  throw new ConfigError(
-    field,
-    `${quote(text)} is not a Vault auth method the webhook can set up`,
-    `use one of ${WEBHOOK_VAULT_AUTH_METHODS.join(', ')} (approle and token need a secret no annotation may carry)`,
-  );
-}
-
-/** A Vault namespace path, validated with the agent's own rule and passed on as written. */
-export function vaultNamespace(text: string, field: string): string {
-  const parsed = parseVaultNamespace(text);
-  if (typeof parsed !== 'string')
-    throw new ConfigError(
-      field,
-      `${quote(text)} is not a Vault namespace: ${parsed.problem}`,
-      'write it as `vault namespace list` shows it, e.g. admin/team-a (root for the root namespace)',
-    );
-  return text;
-}
-
-/** A Secret's name (DNS subdomain). */
-const SECRET_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Pod-wide annotations: `secret-agent.io/<name>`. */
 export const POD_ANNOTATIONS = {
@@ -416,7 +267,7 @@ export const POD_ANNOTATIONS = {
     echo: 'quote',
     default: undefined,
     doc: 'A `kubernetes.io/tls` Secret in the pod’s namespace (e.g. cert-manager’s) whose tls.crt / tls.key the agent presents to Vault: for the cert auth method, or a listener that requires client certificates. Mounted read-only into the agent container only; passed as `VAULT_CLIENT_CERT` / `VAULT_CLIENT_KEY`. Needs an https AGENT_VAULT_ADDR.',
-    parse: pattern(SECRET_NAME, 'a Secret name', 'web-vault-client'),
+    parse: pattern(DNS_SUBDOMAIN, 'a Secret name', 'web-vault-client'),
   }),
   'vault-gcp-service-account': annotation({
     type: 'email',
@@ -435,85 +286,3 @@ export const POD_ANNOTATIONS = {
 } as const;
 
 export type PodAnnotationName = keyof typeof POD_ANNOTATIONS;
-
-/**
- * Per-file annotations: `secret-agent.io/<setting>-<file>`. `<file>` is the name after the prefix;
- * annotation names cannot hold `/`, so `path-<file>` moves a file into a sub-directory.
- */
-export const FILE_ANNOTATIONS = {
-  secret: annotation<SecretReference>({
-    type: 'reference',
-    // A reference is a name, but text that fails to parse as one may be the secret itself.
-    echo: 'shape',
-    default: undefined,
-    doc: 'Required, one per file: the secret reference (agent reference grammar). Writes the file `<file>` into the mount path. `aws:NAME` needs a region (aws-region or AGENT_AWS_REGION), `gcp:SECRET` a project (gcp-project or AGENT_GCP_PROJECT), `vault:` the cluster’s AGENT_VAULT_ADDR and a role (vault-role or AGENT_VAULT_ROLE), `exec:` a cluster that allows it (ALLOW_EXEC_REFERENCES): a pod without them is refused.',
-    parse: parseReference,
-  }),
-  path: annotation({
-    type: 'relative path',
-    echo: 'quote',
-    default: '`<file>`',
-    doc: 'Path of the file inside the mount path, sub-directories allowed (e.g. `db/password`), never escaping it. For `format-<file>: split`, the directory the keys go into; `.` means the top level.',
-    parse: (text, field) => (text === '.' ? '' : validateRelativePath(text, field)),
-  }),
-  format: annotation({
-    type: SECRET_FORMATS.map((f) => `\`${f}\``).join(' | '),
-    echo: 'quote',
-    default: 'raw',
-    doc: 'How the value becomes files (see the agent’s SECRET_<N>_FORMAT). `template` needs `template-<file>`, which implies it.',
-    parse: (text, field) => SECRET_SETTINGS.FORMAT.parse(text, field),
-  }),
-  // Refusals quote only tag and section names from it (never the text around them), and hiding every
-  // string the template contains would hide those names, which are the point of the message.
-  template: annotation({
-    type: 'Mustache text',
-    echo: 'quote',
-    default: undefined,
-    doc: 'The file’s text: `{{key}}` for this secret’s JSON keys, `{{secrets.<other file>.key}}` for another secret of the pod (by its `<file>` name), `{{^key}}fallback{{/key}}` for a default (docs/templates.md). Implies `format-<file>: template`. A syntax error, a partial, or a `secrets.` name that is no file of the pod is refused with the line and column.',
-    parse: (text, field) => compileTemplate(text, field),
-  }),
-  'file-mode': annotation({
-    type: 'octal mode',
-    echo: 'quote',
-    default: '`file-mode`',
-    doc: 'Mode of this file.',
-    parse: (text, field) => (SECRET_SETTINGS.MODE.parse(text, field), text),
-  }),
-  'refresh-interval': annotation({
-    type: 'duration',
-    echo: 'quote',
-    default: '`refresh-interval`',
-    doc: 'Sidecar refresh period of this file.',
-    parse: (text, field) => (SECRET_SETTINGS.REFRESH_INTERVAL.parse(text, field), text),
-  }),
-} as const;
-
-export type FileAnnotationName = keyof typeof FILE_ANNOTATIONS;
-
-/** Longest first, so `file-mode-x` is never read as something shorter. */
-export const FILE_ANNOTATION_PREFIXES = (Object.keys(FILE_ANNOTATIONS) as FileAnnotationName[])
-  .map((name) => ({ name, prefix: `${name}-` }))
-  .sort((a, b) => b.prefix.length - a.prefix.length);
-
-/** The name part rules Kubernetes applies to annotation keys. */
-export const FILE_NAME = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
-
-/** Reads `secret-agent.io/<key>` as a file annotation: which setting, which file. */
-export function matchFileAnnotation(key: string): { name: FileAnnotationName; file: string } | undefined {
-  for (const { name, prefix } of FILE_ANNOTATION_PREFIXES) {
-    if (key.startsWith(prefix) && key.length > prefix.length) return { name, file: key.slice(prefix.length) };
-  }
-  return undefined;
-}
-
-/**
- * The declared annotation behind a full `secret-agent.io/…` key, pod-wide or per-file (also when the
- * file name is not a valid one); undefined for a key that is none of ours.
- */
-export function annotationFor(key: string): Annotation<unknown> | undefined {
-  if (!key.startsWith(PREFIX)) return undefined;
-  const name = key.slice(PREFIX.length);
-  if (Object.hasOwn(POD_ANNOTATIONS, name)) return POD_ANNOTATIONS[name as PodAnnotationName];
-  const match = matchFileAnnotation(name);
-  return match ? FILE_ANNOTATIONS[match.name] : undefined;
-}

@@ -1,8 +1,9 @@
 import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX } from '../annotations.ts';
-import { VAULT_CLIENT_CERT_DIR } from '../render/agent-containers.ts';
-import { IRSA, POD_IDENTITY } from './eks-identity.ts';
+import { PREFIX } from '../annotations/annotation.ts';
+import { VAULT_CLIENT_CERT_DIR } from '../injected-names.ts';
+import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
+import { mountsOverlap } from './mount-overlap.ts';
 
 /**
  * What a pod may put into the agent container, which holds the pod's backend credentials: a program
@@ -41,7 +42,7 @@ export function checkAgentContainer(
 
 /** secret-agent.io/mount-path, which the agent container mounts too, against the agent's own paths. */
 function checkMountPath(mountPath: string): ConfigError | undefined {
-  const own = AGENT_OWN_PATHS.find((p) => overlaps(p.path, mountPath));
+  const own = AGENT_OWN_PATHS.find((p) => mountsOverlap(p.path, mountPath));
   if (own === undefined) return undefined;
   return new ConfigError(
     `${PREFIX}mount-path`,
@@ -58,10 +59,4 @@ function checkRotationCommand(set: boolean, allowed: boolean): ConfigError | und
     'runs a program of the pod’s in the agent container, next to the pod’s backend credentials, which this cluster does not allow (ALLOW_ROTATION_COMMAND is false)',
     `tell the app with ${PREFIX}rotation-http-url, rotation-signal or rotation-sentinel-file instead (docs/rotation.md), or ask the cluster admin to set ALLOW_ROTATION_COMMAND=true (docs/security.md)`,
   );
-}
-
-function overlaps(a: string, b: string): boolean {
-  const norm = (p: string) => (p.length > 1 ? p.replace(/\/+$/, '') : p);
-  const [x, y] = [norm(a), norm(b)];
-  return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
 }

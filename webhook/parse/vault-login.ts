@@ -1,8 +1,10 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX, type WebhookVaultAuthMethod } from '../annotations.ts';
-import type { ClusterDefaults } from '../config.ts';
+import { PREFIX } from '../annotations/annotation.ts';
+import type { WebhookVaultAuthMethod } from '../annotations/values.ts';
+import type { ClusterDefaults } from '../config/injection-defaults.ts';
 import { insideVaultNamespace, pinnedVaultNamespace, type VaultPolicy } from '../vault-policy.ts';
-import { parseVaultNamespace, type SecretReference } from '../../agent/contract/reference.ts';
+import { parseVaultNamespace } from '../../agent/contract/reference.ts';
+import type { ParsedReference } from './parse-secret-files.ts';
 
 /**
  * The Vault login settings a pod's agent gets: the cluster's defaults, the pod's choices (method,
@@ -19,7 +21,7 @@ export interface VaultLoginRequest {
   readonly vaultNamespace?: string;
   readonly authNamespace?: string;
   /** The pod's references, each with the annotation it came from (vault: ones have their `?namespace=`). */
-  readonly references: readonly { readonly annotation: string; readonly ref: SecretReference }[];
+  readonly references: readonly ParsedReference[];
 }
 
 export interface VaultLogin {

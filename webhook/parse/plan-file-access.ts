@@ -1,8 +1,9 @@
 import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
-import { PREFIX } from '../annotations.ts';
+import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAccess, SecretFileRequest } from '../injection-request.ts';
-import type { ContainerShape, PodShape } from './review.ts';
+import type { ContainerShape, PodShape } from '../pod-shape.ts';
+import { attempt } from './read-annotations.ts';
 
 /** A file mode the pod chose, with the annotation that chose it. */
 export interface ChosenMode {
@@ -134,15 +135,8 @@ export function chosenModes(
   const modes: ChosenMode[] = [];
   if (podFileMode !== undefined) {
     const annotation = `${PREFIX}file-mode`;
-    try {
-      modes.push({
-        annotation,
-        text: podFileMode,
-        mode: AGENT_SETTINGS.FILE_MODE.parse(podFileMode, annotation),
-      });
-    } catch (e) {
-      if (!(e instanceof ConfigError)) throw e;
-    }
+    const mode = attempt(() => AGENT_SETTINGS.FILE_MODE.parse(podFileMode, annotation));
+    if (mode !== undefined) modes.push({ annotation, text: podFileMode, mode });
   }
   for (const { file, mode } of secrets)
     if (mode !== undefined) {

@@ -1,7 +1,7 @@
 import { quote } from '../../agent/contract/errors.ts';
-import { AWS_REGION } from '../annotations.ts';
-import { IRSA, POD_IDENTITY } from './eks-identity.ts';
-import type { ContainerShape, PodShape, VolumeShape } from './review.ts';
+import { AWS_REGION } from '../annotations/values.ts';
+import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
+import { podContainers, type ContainerShape, type PodShape, type VolumeShape } from '../pod-shape.ts';
 
 /**
  * The AWS identity EKS's pod-identity-webhook gave the app, for the agent too: exactly what that
@@ -49,7 +49,7 @@ type Env = ReadonlyMap<string, string>;
 
 /** The identity of the first app container that has one (regular containers first), or none. */
 export function inheritCloudIdentity(pod: PodShape): InheritedIdentity {
-  const candidates: readonly ContainerShape[] = [...pod.spec.containers, ...(pod.spec.initContainers ?? [])];
+  const candidates = podContainers(pod);
   for (const container of candidates) {
     const env = literalEnv(container);
     if (!IDENTITY_ENV.some((name) => env.has(name))) continue;
@@ -143,7 +143,7 @@ function podIdentityOf(env: Env, volumes: readonly VolumeShape[], refuse: Refuse
   return undefined;
 }
 
-/** The region EKS set (AWS_REGION only where we have none: parse-annotations decides) and STS's endpoint kind. */
+/** The region EKS set (AWS_REGION only where we have none: provider-env.ts decides) and STS's endpoint kind. */
 function regionOf(env: Env, refuse: Refuse): { name: string; value: string }[] {
   const out: { name: string; value: string }[] = [];
   for (const name of ['AWS_STS_REGIONAL_ENDPOINTS', 'AWS_REGION', 'AWS_DEFAULT_REGION']) {

@@ -1,0 +1,118 @@
+import { ConfigError, quote } from '../../agent/contract/errors.ts';
+import { parseVaultNamespace } from '../../agent/contract/reference.ts';
+import { DNS_LABEL } from '../kubernetes-names.ts';
+
+/**
+ * The parsers of annotation values: each checks the text and throws a ConfigError naming the
+ * annotation and the fix. The webhook's own settings of the same types (paths, quantities, user and
+ * group ids, Vault auth methods and namespaces) are parsed with these too (config/settings.ts).
+ */
+
+export function boolean(text: string, field: string): boolean {
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new ConfigError(field, `${quote(text)} is not a boolean`, 'set it to "true" or "false"');
+}
+
+export type InjectionMode = 'init' | 'sidecar' | 'init+sidecar';
+
+const MODES: readonly InjectionMode[] = ['init', 'sidecar', 'init+sidecar'];
+
+export function injectionMode(text: string, field: string): InjectionMode {
+  if ((MODES as readonly string[]).includes(text)) return text as InjectionMode;
+  throw new ConfigError(field, `${quote(text)} is not an injection mode`, `use one of ${MODES.join(', ')}`);
+}
+
+export function absolutePath(text: string, field: string): string {
+  if (!text.startsWith('/') || text.length > 1024 || /[\0\n\\:]/.test(text) || text.split('/').includes('..'))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not an absolute path without .. segments`,
+      'use an absolute path such as /etc/secrets',
+    );
+  return text.length > 1 ? text.replace(/\/+$/, '') : text;
+}
+
+export function containerList(text: string, field: string): readonly string[] {
+  const names = text
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  const bad = names.find((n) => !DNS_LABEL.test(n));
+  if (names.length === 0 || bad !== undefined)
+    throw new ConfigError(
+      field,
+      bad === undefined ? 'names no container' : `${quote(bad)} is not a container name`,
+      'list container names separated by commas, e.g. app,worker',
+    );
+  return [...new Set(names)];
+}
+
+/** Kubernetes resource quantity (a subset: plain decimal with an SI or binary suffix). */
+export function quantity(text: string, field: string): string {
+  if (!/^(?:\d{1,15}(?:\.\d{1,6})?|\.\d{1,6})(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a resource quantity`,
+      'write it like 50m, 64Mi or 1Gi',
+    );
+  return text;
+}
+
+/** A uid or gid other than root's: `what` names it in the error, `why` says in the fix why not 0. */
+function nonRootId(what: string, why: string) {
+  return (text: string, field: string): number => {
+    const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+    if (!(n >= 1 && n <= 2_147_483_647))
+      throw new ConfigError(
+        field,
+        `${quote(text)} is not a non-root ${what} id`,
+        `use a number from 1 to 2147483647 (${why})`,
+      );
+    return n;
+  };
+}
+
+export const userId = nonRootId('user', 'the agent never runs as root');
+export const groupId = nonRootId('group', 'files are never shared through the root group');
+
+export const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
+export const GCP_PROJECT = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+
+/** Text matching `re`, refused as not `what` with `example` as the fix. */
+export function pattern(re: RegExp, what: string, example: string) {
+  return (text: string, field: string): string => {
+    if (!re.test(text))
+      throw new ConfigError(field, `${quote(text)} is not ${what}`, `write it like ${example}`);
+    return text;
+  };
+}
+
+/**
+ * Vault auth methods a webhook-injected agent can use: each logs in with what the pod already has
+ * (its service-account token, its cloud identity, a TLS Secret the webhook mounts). approle and
+ * token need a secret handed to the agent, which no annotation may carry.
+ */
+export const WEBHOOK_VAULT_AUTH_METHODS = ['kubernetes', 'jwt', 'cert', 'aws', 'gcp'] as const;
+export type WebhookVaultAuthMethod = (typeof WEBHOOK_VAULT_AUTH_METHODS)[number];
+
+export function vaultAuthMethod(text: string, field: string): WebhookVaultAuthMethod {
+  if ((WEBHOOK_VAULT_AUTH_METHODS as readonly string[]).includes(text)) return text as WebhookVaultAuthMethod;
+  throw new ConfigError(
+    field,
+    `${quote(text)} is not a Vault auth method the webhook can set up`,
+    `use one of ${WEBHOOK_VAULT_AUTH_METHODS.join(', ')} (approle and token need a secret no annotation may carry)`,
+  );
+}
+
+/** A Vault namespace path, validated with the agent's own rule and passed on as written. */
+export function vaultNamespace(text: string, field: string): string {
+  const parsed = parseVaultNamespace(text);
+  if (typeof parsed !== 'string')
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not a Vault namespace: ${parsed.problem}`,
+      'write it as `vault namespace list` shows it, e.g. admin/team-a (root for the root namespace)',
+    );
+  return text;
+}

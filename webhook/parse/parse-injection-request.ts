@@ -1,0 +1,97 @@
+import { ConfigErrors, type ConfigError } from '../../agent/contract/errors.ts';
+import type { InjectionDefaults } from '../config/injection-defaults.ts';
+import type { InjectionRequest } from '../injection-request.ts';
+import type { PodShape } from '../pod-shape.ts';
+import { checkAgentContainer } from './agent-container-policy.ts';
+import { agentHttpPort } from './agent-http-port.ts';
+import { agentResources } from './agent-resources.ts';
+import { agentSettingRequests } from './agent-settings.ts';
+import { checkAppContainers } from './app-containers.ts';
+import { checkProcessSharing, signalWarnings } from './app-processes.ts';
+import { parseSecretFiles } from './parse-secret-files.ts';
+import { chosenModes, planFileAccess } from './plan-file-access.ts';
+import { providerEnv } from './provider-env.ts';
+import { checkProviderPrerequisites } from './provider-prerequisites.ts';
+import { podValueReader, readAnnotations } from './read-annotations.ts';
+import { riskWarnings } from './risk-warnings.ts';
+import { runToCompletion } from './run-to-completion.ts';
+
+/**
+ * Turns a pod's `secret-agent.io/*` annotations into one validated InjectionRequest, or throws
+ * ConfigErrors listing every problem, each naming the annotation and the fix. `namespace`: the pod's.
+ * Each step is a module of this folder; every problem is collected, in this order, before any is
+ * thrown, so a user fixes them all in one pass.
+ */
+export function parseInjectionRequest(
+  pod: PodShape,
+  defaults: InjectionDefaults,
+  namespace: string,
+): InjectionRequest {
+  const errors: ConfigError[] = [];
+  const values = readAnnotations(pod.metadata?.annotations ?? {}, errors);
+  const read = podValueReader(values.pod, errors);
+  const mode = read('mode');
+  const mountPath = read('mount-path');
+  const containers = read('containers');
+  const chosenSettings = agentSettingRequests(values.pod, errors);
+  const { secrets, references } = parseSecretFiles(values.files, defaults, errors);
+
+  const app = checkAppContainers(pod, containers, mountPath);
+  errors.push(...app.errors);
+  const agentContainer = { mountPath, rotationCommand: values.pod.has('rotation-command') };
+  errors.push(...checkAgentContainer(agentContainer, defaults.allowRotationCommand, errors));
+  const completion = runToCompletion(
+    pod,
+    mode,
+    values.pod.has('mode'),
+    defaults.nativeSidecars,
+    chosenSettings,
+  );
+  if (completion.error) errors.push(completion.error);
+  const agentSettings = completion.agentSettings;
+  const sidecar = completion.mode === 'sidecar' || completion.mode === 'init+sidecar';
+  const http = agentHttpPort(pod, agentSettings, sidecar);
+  errors.push(...http.errors);
+  const processes = checkProcessSharing(pod, agentSettings);
+  errors.push(...processes.errors);
+
+  const fileAccess = planFileAccess({
+    pod,
+    mounting: app.mounting,
+    agentUser: read('agent-run-as-user'),
+    chosenModes: chosenModes(values.pod.get('file-mode'), secrets),
+    defaults,
+  });
+  errors.push(...fileAccess.errors);
+  const { resources, volumeSizeLimit } = agentResources(read, defaults);
+  const providers = providerEnv(pod, namespace, read, references, defaults, errors);
+  checkProviderPrerequisites(references, values.pod, providers.providerEnv, pod, errors);
+
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  const usesExec = references.some((r) => r.ref.provider === 'exec');
+  return {
+    mode: completion.mode!,
+    secrets,
+    mountPath: mountPath!,
+    ...(containers ? { containers } : {}),
+    agentSettings,
+    httpPort: http.port,
+    resources,
+    fileAccess: fileAccess.access,
+    volumeSizeLimit,
+    providerEnv: providers.providerEnv,
+    identityMounts: providers.identityMounts,
+    ...(usesExec && defaults.execHelpers ? { execHelpers: defaults.execHelpers } : {}),
+    ...(providers.vaultClientCertSecret !== undefined
+      ? { vaultClientCertSecret: providers.vaultClientCertSecret }
+      : {}),
+    shareProcessNamespace: processes.share,
+    warnings: [
+      ...completion.warnings,
+      ...fileAccess.warnings,
+      ...signalWarnings(processes.signal, fileAccess.access),
+      ...riskWarnings(values.pod, values.files, sidecar),
+      ...providers.warnings,
+    ],
+  };
+}

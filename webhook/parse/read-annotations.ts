@@ -1,0 +1,98 @@
+import { ConfigError, quote } from '../../agent/contract/errors.ts';
+import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
+import { readAnnotationKey } from '../annotations/annotation-keys.ts';
+import { PREFIX, type Annotation } from '../annotations/annotation.ts';
+import { FILE_NAME, type FileAnnotationName } from '../annotations/file-annotations.ts';
+import { POD_ANNOTATIONS, type PodAnnotationName } from '../annotations/pod-annotations.ts';
+import { closestAnnotation } from './closest-annotation.ts';
+
+/**
+ * A pod's `secret-agent.io/` annotations sorted by what they configure, as written: the first step of
+ * parsing. A key that configures nothing is refused here, with the annotation it was likely meant to be.
+ */
+
+export type PodValues = ReadonlyMap<PodAnnotationName, string>;
+/** Per file (the `<file>` of `secret-agent.io/<setting>-<file>`), its settings as written. */
+export type FileValues = ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>;
+
+export interface AnnotationValues {
+  readonly pod: PodValues;
+  readonly files: FileValues;
+}
+
+/** Sorts the annotations into pod-wide and per-file values; unknown keys and bad file names go to `errors`. */
+export function readAnnotations(
+  annotations: Readonly<Record<string, string>>,
+  errors: ConfigError[],
+): AnnotationValues {
+  const pod = new Map<PodAnnotationName, string>();
+  const files = new Map<string, Map<FileAnnotationName, string>>();
+  for (const [key, value] of Object.entries(annotations)) {
+    // What the agent or the webhook wrote (a restart's template annotation) is not a setting: kept as is.
+    const match = isProductAnnotation(key) ? undefined : readAnnotationKey(key);
+    if (match === undefined) continue;
+    if (match.kind === 'pod') {
+      pod.set(match.name, value);
+      continue;
+    }
+    if (match.kind === 'unknown') {
+      const near = closestAnnotation(match.name);
+      errors.push(
+        new ConfigError(
+          key,
+          'is not a secret-agent annotation',
+          `${near ? `did you mean ${PREFIX}${near}? Otherwise ` : ''}remove it; files are named by ${PREFIX}secret-<file> (see docs/webhook.md for every annotation)`,
+        ),
+      );
+      continue;
+    }
+    if (!FILE_NAME.test(match.file)) {
+      errors.push(
+        new ConfigError(
+          key,
+          `${quote(match.file)} is not a file name`,
+          'use letters, digits, -, _ and . (sub-directories go in path-<file>)',
+        ),
+      );
+      continue;
+    }
+    let values = files.get(match.file);
+    if (!values) files.set(match.file, (values = new Map()));
+    values.set(match.name, value);
+  }
+  return { pod, files };
+}
+
+/** The parsed value of a pod-wide annotation. */
+export type PodValue<N extends PodAnnotationName> = ReturnType<(typeof POD_ANNOTATIONS)[N]['parse']>;
+
+/**
+ * Reads pod-wide values by their declarations, defaults included: undefined where unset, or where the
+ * value does not parse (its error goes to `errors`).
+ */
+export type PodValueReader = <N extends PodAnnotationName>(name: N) => PodValue<N> | undefined;
+
+export function podValueReader(values: PodValues, errors: ConfigError[]): PodValueReader {
+  return <N extends PodAnnotationName>(name: N) => {
+    const a = POD_ANNOTATIONS[name] as Annotation<PodValue<N>>;
+    const raw = values.get(name) ?? a.default;
+    if (raw === undefined) return undefined;
+    return attempt(() => a.parse(raw, PREFIX + name), errors);
+  };
+}
+
+/**
+ * The parsed value, or undefined when the text does not parse: its ConfigError goes to `errors`, or
+ * nowhere where another check reports it already.
+ */
+export function attempt<T>(parse: () => T, errors?: ConfigError[]): T | undefined {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      errors?.push(e);
+      return undefined;
+    }
+    throw e;
+  }
+}
