@@ -23,6 +23,7 @@ import {
   type ImagesManifest,
 } from './manifest.ts';
 import { buildBase, runtimeBase, type OfflineBase } from './offline-bases.ts';
+import { hostPlatform } from './platforms.ts';
 import { bundledPackages, imageSbom, LIST_IMAGE_CONTENTS, type ImageContents, type NpmSbom } from './sbom.ts';
 
 const say = (line: string) => process.stderr.write(`images: ${line}\n`);
@@ -111,7 +112,7 @@ function previous(): ImagesManifest | undefined {
 const engine = findContainerEngine();
 const revision = gitRevision();
 const builder = resolveBase(engine, 'BUILD_IMAGE', buildBase);
-const runtime = resolveBase(engine, 'RUNTIME_IMAGE', runtimeBase);
+const runtime = resolveBase(engine, 'RUNTIME_IMAGE', () => runtimeBase(hostPlatform()));
 mkdirSync(IMAGES_DIR, { recursive: true });
 const last = previous();
 let npmSbom: NpmSbom | undefined;

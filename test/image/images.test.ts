@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { describe, it } from 'node:test';
 import { IMAGE_NAMES, ROOT, type ImageName } from '../../images/manifest.ts';
-import { pinnedNode } from '../../images/offline-bases.ts';
+import { pinnedNode } from '../../images/pinned-node.ts';
 import { bundledPackages, type CycloneDx } from '../../images/sbom.ts';
 import { builtImages, runContainer } from './podman.ts';
 
