@@ -2,8 +2,8 @@
  * `npm run images`: builds the agent and webhook images from their Dockerfiles with podman (else
  * docker) for every platform (linux/amd64 and linux/arm64; IMAGE_PLATFORMS=linux/amd64 builds one,
  * for a quick local loop), and writes under dist/images/ what a release job publishes, per image: one
- * OCI archive holding an image index over every platform (images/index-archive.ts) and a CycloneDX
- * SBOM per platform; and images.json
+ * OCI archive holding an image index over every platform (images/index-archive.ts), a CycloneDX SBOM
+ * per platform, an in-toto provenance statement (images/provenance.ts); and images.json
  * (images/manifest.ts).
  *
  * Another platform's image is built under QEMU (binfmt_misc): its build steps that run code run on
@@ -41,6 +41,7 @@ import {
   requireEmulation,
   type Platform,
 } from './platforms.ts';
+import { provenanceStatement } from './provenance.ts';
 import { bundledPackages, imageSbom, LIST_IMAGE_CONTENTS, type ImageContents, type NpmSbom } from './sbom.ts';
 import { sourceRevision } from './source-revision.ts';
 import { buildContextState, stampedBase } from './stamped-base.ts';
@@ -164,6 +165,10 @@ function previous(): ImagesManifest | undefined {
   }
 }
 
+function toolVersion(command: string, args: string[]): string {
+  return spawnSync(command, args, { encoding: 'utf8' }).stdout?.split('\n')[0]?.trim() ?? 'unknown';
+}
+
 const platforms = requestedPlatforms();
 for (const platform of platforms) requireEmulation(platform);
 const host = hostPlatform();
@@ -250,14 +255,15 @@ for (const name of IMAGE_NAMES) {
 
   const base = `${name}-${pkg.version}`;
   const archive = join(outDir, `${base}.oci.tar`);
+  const provenance = join(outDir, `${base}.provenance.json`);
   const sbomOf = (platform: Platform) => join(outDir, `${base}-${PLATFORM_NAMES[platform].arch}.cdx.json`);
-  for (const file of [archive, ...platforms.map(sbomOf)]) written.add(file);
+  for (const file of [archive, provenance, ...platforms.map(sbomOf)]) written.add(file);
   const before = last?.images[name];
   const unchanged =
     before !== undefined &&
     before.platforms.length === built.length &&
     built.every((b, i) => before.platforms[i]?.platform === b.platform && before.platforms[i]?.id === b.id) &&
-    [archive, ...platforms.map(sbomOf)].every((f) => existsSync(f));
+    [archive, provenance, ...platforms.map(sbomOf)].every((f) => existsSync(f));
   let index: string;
   let digests: Partial<Record<Platform, string>>;
   if (unchanged) {
@@ -306,6 +312,30 @@ for (const name of IMAGE_NAMES) {
       });
       writeFileSync(sbomOf(b.platform), JSON.stringify(document, null, 2) + '\n');
     }
+    const statement = provenanceStatement({
+      root: ROOT,
+      name,
+      version: pkg.version,
+      revision: source.revision,
+      ...(source.repository ? { repository: source.repository } : {}),
+      sourceDateEpoch: source.sourceDateEpoch,
+      dockerfile: DOCKERFILES[name],
+      index,
+      platforms: built.map((b) => ({ platform: b.platform, digest: digests[b.platform]!, id: b.id })),
+      builder: builder.record,
+      runtimes: platforms.map((p) => runtimes.get(p)!.record),
+      // As given; the bases they resolved to are among the resolved dependencies.
+      buildArgs: {
+        BUILD_IMAGE: process.env.BUILD_IMAGE ?? dockerfileDefault('BUILD_IMAGE'),
+        RUNTIME_IMAGE: process.env.RUNTIME_IMAGE ?? dockerfileDefault('RUNTIME_IMAGE'),
+        VERSION: pkg.version,
+        REVISION: source.revision,
+        SOURCE_DATE_EPOCH: String(source.sourceDateEpoch),
+      },
+      engine: engineVersion,
+      tools: { gzip: toolVersion('gzip', ['--version']), tar: toolVersion('tar', ['--version']) },
+    });
+    writeFileSync(provenance, JSON.stringify(statement, null, 2) + '\n');
   }
   const records: PlatformImageRecord[] = built.map((b) => ({
     platform: b.platform,
@@ -324,6 +354,7 @@ for (const name of IMAGE_NAMES) {
     dockerfile: DOCKERFILES[name],
     archive: relative(ROOT, archive),
     index,
+    provenance: relative(ROOT, provenance),
     platforms: records,
   };
 }
@@ -346,6 +377,7 @@ writeFileSync(manifestPath, JSON.stringify(manifest, null, 2) + '\n');
 // What an earlier build wrote and this one did not (another version, a platform no longer built, an
 // older layout) would be published beside it: removed.
 for (const file of readdirSync(outDir))
-  if (/\.(oci\.tar|cdx\.json)$/.test(file) && !written.has(join(outDir, file))) rmSync(join(outDir, file));
+  if (/\.(oci\.tar|cdx\.json|provenance\.json)$/.test(file) && !written.has(join(outDir, file)))
+    rmSync(join(outDir, file));
 // The layer cache keeps what the archives just written hold, so it does not grow with every build.
 if (cachedLayers) pruneLayerCache(cacheDir, cachedLayers);

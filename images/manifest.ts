@@ -55,6 +55,8 @@ export interface ImageRecord {
   readonly archive: string;
   /** sha256:… of the image index: one digest for every node. */
   readonly index: string;
+  /** in-toto statement with the SLSA provenance of the index and every platform's image. */
+  readonly provenance: string;
   readonly platforms: readonly PlatformImageRecord[];
 }
 

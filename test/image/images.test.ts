@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { IMAGE_NAMES, ROOT, type ImageName } from '../../images/manifest.ts';
 import { PLATFORM_NAMES, type Platform } from '../../images/platforms.ts';
 import { pinnedNode } from '../../images/pinned-node.ts';
+import type { ProvenanceStatement } from '../../images/provenance.ts';
 import { bundledPackages, type CycloneDx } from '../../images/sbom.ts';
 import {
   blob,
@@ -267,6 +268,67 @@ describe('npm run images: the images and what a release job publishes', () => {
     // Not shipped: the bundles stub axios out, and the agent's bundle never holds the webhook's TLS code.
     const agent = JSON.parse(readFileSync(join(ROOT, manifest.images.agent.sbom), 'utf8')) as CycloneDx;
     assert.ok(!agent.components.some((c) => c.name === 'axios' || c.name === '@peculiar/x509'));
+  });
+
+  it('the provenance of each image: an in-toto statement on the index and every platform’s manifest, with an SLSA v1 predicate naming the commit, every Debian package and Node package the bases hold, and no time but the commit’s', () => {
+    const { manifest } = builtImages();
+    for (const name of IMAGE_NAMES) {
+      const image = manifest.images[name];
+      const statement = JSON.parse(readFileSync(join(ROOT, image.provenance), 'utf8')) as ProvenanceStatement;
+      assert.equal(statement._type, 'https://in-toto.io/Statement/v1');
+      assert.equal(statement.predicateType, 'https://slsa.dev/provenance/v1');
+      assert.deepEqual(
+        statement.subject.map((s) => `sha256:${s.digest?.sha256}`),
+        [image.index, ...image.platforms.map((p) => p.digest)],
+      );
+      const build = statement.predicate.buildDefinition;
+      assert.deepEqual((build.externalParameters.source as { revision: string }).revision, manifest.revision);
+      assert.deepEqual(build.externalParameters.platforms, manifest.platforms);
+      assert.equal(build.internalParameters.sourceDateEpoch, manifest.sourceDateEpoch);
+      const deps = build.resolvedDependencies;
+      assert.ok(
+        deps.some((d) => d.digest?.gitCommit === manifest.revision.replace(/-dirty$/, '')),
+        'the commit',
+      );
+      for (const platform of manifest.platforms) {
+        const base = manifest.runtimes[platform]!;
+        assert.ok(
+          deps.some((d) => d.digest?.sha256 === base.digest.replace(/^sha256:/, '')),
+          `${platform} base`,
+        );
+        if (!base.inputs) continue;
+        for (const deb of base.inputs.debian) {
+          const found = deps.find((d) => {
+            const { role, platform: at } = (d.annotations ?? {}) as { role?: string; platform?: string };
+            return (
+              role === 'runtime' &&
+              at === platform &&
+              d.uri ===
+                `pkg:deb/debian/${deb.name}@${encodeURIComponent(deb.version)}?arch=${deb.architecture}`
+            );
+          });
+          assert.equal(found?.digest?.sha256, deb.sha256, `${platform}: ${deb.name}`);
+        }
+        const node = deps.find((d) => d.uri === `pkg:npm/${base.inputs!.node.name}@${pinnedNode().version}`);
+        assert.equal(
+          (node?.annotations as { integrity?: string } | undefined)?.integrity,
+          base.inputs.node.integrity,
+          `${platform}: Node`,
+        );
+        assert.match(base.inputs.node.integrity, /^sha512-/);
+        // The same packages the platform's SBOM finds in the image, at the same versions.
+        const sbom = JSON.parse(
+          readFileSync(join(ROOT, image.platforms.find((p) => p.platform === platform)!.sbom), 'utf8'),
+        ) as CycloneDx;
+        for (const c of sbom.components.filter((c) => c.purl?.startsWith('pkg:deb/')))
+          assert.ok(
+            base.inputs.debian.some((d) => d.name === c.name && d.version === c.version),
+            `${platform}: ${c.name} ${c.version}`,
+          );
+      }
+      // Nothing varies between two builds of a commit (test/image/reproducible.test.ts compares them).
+      assert.doesNotMatch(JSON.stringify(statement), /"(startedOn|finishedOn|invocationId)"/);
+    }
   });
 
   it('the runtime base of every platform is what the Dockerfiles expect of distroless: its own Node, nonroot 65532, a home, a CA bundle, /tmp, hosts from files first', async () => {
