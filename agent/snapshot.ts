@@ -8,6 +8,8 @@
  * read the pod's environment, the clock or the network, and nothing may draw from a random pool
  * (crypto.randomUUID and randomInt cache random bytes: a snapshot would replay them in every pod). Node refreshes process.env and argv on start.
  */
+// First: it fixes what the heap would keep of the build (clocks, host name, pid) before any module reads it.
+import { releaseBuildState } from './snapshot-reproducible.ts';
 import './require-node-version.ts';
 import crypto from 'node:crypto';
 import { startupSnapshot } from 'node:v8';
@@ -48,15 +50,17 @@ async function evaluateModules(withGcp: boolean): Promise<void> {
 /**
  * Runs GetSecretValue and BatchGetSecretValue through the SDK against canned answers, so the SDK's
  * middleware, signing and (de)serialisation are compiled into the snapshot. Credentials and config
- * come from env set here only, naming files that do not exist: the SDK caches what it reads by path,
- * and no path used here can be one a pod uses.
+ * come from env set here only, naming a file that does not exist: the SDK caches what it reads by
+ * path, and no path used here can be one a pod uses. One path for both files: the SDK reads the two
+ * at once, and two reads would finish in either order, leaving their results in the heap in that
+ * order, so that two builds could write different blobs; one path is read once.
  */
 async function warmAwsSdk(): Promise<void> {
   const warmEnv: Record<string, string> = {
     AWS_ACCESS_KEY_ID: 'snapshot-warm-up',
     AWS_SECRET_ACCESS_KEY: 'snapshot-warm-up',
-    AWS_CONFIG_FILE: '/nonexistent/secret-agent-snapshot/config',
-    AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/secret-agent-snapshot/credentials',
+    AWS_CONFIG_FILE: '/nonexistent/secret-agent-snapshot/aws-files',
+    AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/secret-agent-snapshot/aws-files',
     AWS_EC2_METADATA_DISABLED: 'true',
   };
   const saved = new Map(Object.keys(warmEnv).map((k) => [k, process.env[k]]));
@@ -151,16 +155,23 @@ function substituteRandomUUID(): () => void {
 let variant = 'default';
 
 /**
- * `--check-snapshot`: prints draws from crypto's pooled randomness, then the variant.
+ * `--check-snapshot`: prints, space-separated, draws from crypto's pooled randomness (randomUUID,
+ * randomInt), the variant, a draw from Math.random, the pid, the architecture and the wall clock.
  * images/build-snapshot.ts runs the new snapshot twice and refuses it if the two runs draw the same
- * (a pool was frozen into it) or if it is not the variant it asked for.
+ * (a pool or V8's random state was frozen into it), if it is not the variant it asked for, or if the
+ * pid or the clock is the build's (agent/snapshot-reproducible.ts fixed them while building).
  */
 function printSnapshotCheck(): void {
-  process.stdout.write(`${crypto.randomUUID()} ${crypto.randomInt(2 ** 47)} ${variant}\n`);
+  const draws = [crypto.randomUUID(), crypto.randomInt(2 ** 47), variant, Math.random()];
+  process.stdout.write(`${[...draws, process.pid, process.arch, Date.now()].join(' ')}\n`);
 }
 
 if (startupSnapshot.isBuildingSnapshot()) {
-  const restore = substituteRandomUUID();
+  const restoreRandomUUID = substituteRandomUUID();
+  const restore = () => {
+    restoreRandomUUID();
+    releaseBuildState();
+  };
   // Started from a snapshot, process.argv has no script: the arguments follow the Node binary.
   startupSnapshot.setDeserializeMainFunction(() => {
     const args = process.argv.slice(1);

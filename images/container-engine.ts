@@ -91,6 +91,14 @@ export function findPodman(): ContainerEngine | undefined {
 }
 
 /**
+ * podman on another image store (a storage.conf): the same configuration otherwise, e.g. to build
+ * from scratch beside the images the tests run.
+ */
+export function podmanWithStorage(podman: ContainerEngine, storageConf: string): ContainerEngine {
+  return engine('podman', { ...podman.env, CONTAINERS_STORAGE_CONF: storageConf });
+}
+
+/**
  * podman, or fail loudly: the tests that run images and pods need it (kube play, and runc, which
  * the configuration names).
  */

@@ -1,12 +1,20 @@
 /**
  * Local stand-ins for the Dockerfiles' public bases, for machines that cannot pull them (no
- * registry reachable). Assembled from Debian packages and the Node binary this project pins (the
- * `node` devDependency), then imported into the engine:
- *  - runtime, like gcr.io/distroless/nodejs24-debian12:nonroot: glibc, libstdc++, CA certificates,
- *    tzdata, netbase, Node at /nodejs/bin/node, user nonroot (65532); no shell, no package manager.
+ * registry reachable). Assembled from Debian packages and the Node this project pins (the `node`
+ * devDependency), then imported into the engine:
+ *  - runtime, one per platform, like gcr.io/distroless/nodejs24-debian12:nonroot: glibc, libstdc++,
+ *    CA certificates, tzdata, netbase, Node at /nodejs/bin/node, user nonroot (65532); no shell, no
+ *    package manager. Each platform's Debian packages and Node come from that platform's own
+ *    (images/debian-packages.ts, images/node-binary.ts).
  *  - build, like docker.io/library/node:24-bookworm-slim: a minimal Debian (debootstrap) with Node
- *    and npm under /usr/local.
- * Each carries a recipe label (this file and the Node version), so a changed recipe rebuilds it.
+ *    and npm under /usr/local, for this machine's platform only (the Dockerfiles' build stage runs on
+ *    the build platform; its output, JavaScript, is the same for every target).
+ * The runtime base is the same bytes from the same inputs: one tar layer with sorted entries,
+ * numeric owners and one modification time, a config with no build time in it, the same loader
+ * cache. So is its image ID, and an image built on it can be rebuilt to the same digest.
+ * Each carries a recipe label (this file, the platform and the Node version), so a changed recipe
+ * rebuilds it, and the inputs it was made from (package names, versions, SHA-256; Node's package and
+ * integrity) as an annotation of its manifest, for the provenance.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -15,6 +23,7 @@ import {
   chownSync,
   cpSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -27,16 +36,38 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MissingToolError, type ContainerEngine } from './container-engine.ts';
+import { DEBIAN_SUITE, debianMirrors, describeDebs, downloadDebianPackages } from './debian-packages.ts';
+import { nodeBinary, type NodePackage } from './node-binary.ts';
+import { MEDIA_TYPES, OciLayout, pullableLayoutDir, pullLayout, tarDirectory } from './oci-layout.ts';
+import { pinnedNode } from './pinned-node.ts';
+import { hostPlatform, PLATFORM_NAMES, type Platform } from './platforms.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const NODE = join(ROOT, 'node_modules/node/bin/node');
 export const RECIPE_LABEL = 'io.secret-agent.base.recipe';
+/** Manifest annotation: the base's BaseInputs, as JSON. Not a label: images built on it would inherit that. */
+export const INPUTS_ANNOTATION = 'io.secret-agent.base.inputs';
 const NONROOT = 65532;
 const RUNTIME_PACKAGES = ['libc6', 'libstdc++6', 'libgcc-s1', 'ca-certificates', 'tzdata', 'netbase'];
-const SUITE = 'bookworm';
+
+export interface DebianInput {
+  readonly name: string;
+  readonly version: string;
+  readonly architecture: string;
+  readonly sha256: string;
+}
+
+/** What an offline base was made from. */
+export interface BaseInputs {
+  readonly platform: Platform;
+  /** Every .deb used, whether its files are in the base or it only ran (libc-bin's ldconfig). */
+  readonly debian: readonly DebianInput[];
+  readonly node: NodePackage;
+  /** The build base's npm (the one this machine runs). */
+  readonly npm?: string;
+}
 
 export interface OfflineBase {
   readonly ref: string;
+  readonly platform: Platform;
   /** Builds it (a minute at most) unless an image with the same recipe is already there. */
   ensure(engine: ContainerEngine): void;
 }
@@ -58,21 +89,13 @@ function run(command: string, args: readonly string[], options: { cwd?: string; 
   return r.stdout;
 }
 
-/** The pinned Node: the binary the `node` devDependency installed. */
-export function pinnedNode(): { path: string; version: string } {
-  let version: string;
-  try {
-    version = run(NODE, ['--version']).trim().replace(/^v/, '');
-  } catch {
-    throw new Error(`${NODE} does not run. Fix: npm ci (the \`node\` devDependency brings Node 24).`);
-  }
-  if (!version.startsWith('24.')) throw new Error(`the images need Node 24; ${NODE} is ${version}`);
-  return { path: NODE, version };
-}
-
-function recipe(kind: string, nodeVersion: string): string {
-  const source = readFileSync(fileURLToPath(import.meta.url));
-  return createHash('sha256').update(kind).update(nodeVersion).update(source).digest('hex').slice(0, 16);
+function recipe(kind: string, platform: Platform, nodeVersion: string): string {
+  const sources = ['offline-bases.ts', 'debian-packages.ts', 'node-binary.ts', 'oci-layout.ts'].map((f) =>
+    readFileSync(fileURLToPath(new URL(f, import.meta.url))),
+  );
+  const hash = createHash('sha256').update(kind).update(platform).update(nodeVersion);
+  for (const source of sources) hash.update(source);
+  return hash.digest('hex').slice(0, 16);
 }
 
 function needsRoot(what: string) {
@@ -82,12 +105,6 @@ function needsRoot(what: string) {
     );
 }
 
-function importRootfs(engine: ContainerEngine, rootfs: string, ref: string, changes: readonly string[]) {
-  const tarball = `${rootfs}.tar`;
-  run('tar', ['--numeric-owner', '-C', rootfs, '-cf', tarball, '.']);
-  engine.run(['import', ...changes.flatMap((c) => ['--change', c]), tarball, ref]);
-}
-
 function present(engine: ContainerEngine, ref: string, want: string): boolean {
   const r = engine.run(['image', 'inspect', '--format', `{{index .Config.Labels "${RECIPE_LABEL}"}}`, ref], {
     check: false,
@@ -95,56 +112,128 @@ function present(engine: ContainerEngine, ref: string, want: string): boolean {
   return r.status === 0 && r.stdout.trim() === want;
 }
 
-/** apt-get download, refreshing the package lists once if they are missing or stale. */
-function downloadDebs(packages: readonly string[], dir: string) {
-  const download = () =>
-    spawnSync('apt-get', ['-o', 'APT::Sandbox::User=root', 'download', ...packages], {
-      cwd: dir,
-      encoding: 'utf8',
-    });
-  let r = download();
-  if (r.error) throw new MissingToolError('apt-get is not available', 'a Debian machine (apt-get download)');
-  if (r.status !== 0) {
-    run('apt-get', ['-o', 'DPkg::Lock::Timeout=180', 'update', '-q']);
-    r = download();
-  }
-  if (r.status !== 0) throw new Error(`apt-get download ${packages.join(' ')} failed: ${r.stderr}`);
+/** The inputs recorded in an offline base's manifest; undefined for any other image. */
+export function readBaseInputs(engine: ContainerEngine, ref: string): BaseInputs | undefined {
+  const r = engine.run(['image', 'inspect', '--format', '{{json .Annotations}}', ref], { check: false });
+  if (r.status !== 0) return undefined;
+  const json = (JSON.parse(r.stdout.trim() || 'null') as Record<string, string> | null)?.[INPUTS_ANNOTATION];
+  return json === undefined ? undefined : (JSON.parse(json) as BaseInputs);
 }
 
-export function runtimeBase(): OfflineBase {
+interface ImageConfig {
+  readonly User?: string;
+  readonly WorkingDir?: string;
+  readonly Env: readonly string[];
+  readonly Entrypoint?: readonly string[];
+  readonly Cmd?: readonly string[];
+  readonly Labels: Readonly<Record<string, string>>;
+}
+
+/**
+ * Imports `rootfs` as a one-layer image named `ref`, through an OCI layout written here rather than
+ * `podman import` (which stamps the time of the import): created at `epoch`, nothing else variable.
+ */
+function importRootfs(
+  engine: ContainerEngine,
+  work: string,
+  rootfs: string,
+  platform: Platform,
+  ref: string,
+  epoch: number,
+  config: ImageConfig,
+  inputs: BaseInputs,
+) {
+  const layout = new OciLayout(pullableLayoutDir('secret-agent-base'));
+  const tarball = join(work, 'rootfs.tar');
+  tarDirectory(rootfs, tarball, epoch);
+  const layer = layout.moveIn(MEDIA_TYPES.layer, tarball);
+  const created = new Date(epoch * 1000).toISOString().replace('.000Z', 'Z');
+  const imageConfig = layout.putJson(MEDIA_TYPES.config, {
+    created,
+    architecture: PLATFORM_NAMES[platform].arch,
+    os: 'linux',
+    config: config,
+    rootfs: { type: 'layers', diff_ids: [layer.digest] },
+    history: [
+      {
+        created,
+        created_by: 'images/offline-bases.ts',
+        comment: config.Labels['org.opencontainers.image.description'],
+      },
+    ],
+  });
+  const manifest = layout.putJson(MEDIA_TYPES.manifest, {
+    schemaVersion: 2,
+    mediaType: MEDIA_TYPES.manifest,
+    config: imageConfig,
+    layers: [layer],
+    annotations: { [INPUTS_ANNOTATION]: JSON.stringify(inputs) },
+  });
+  layout.writeIndex([{ ...manifest, annotations: { 'org.opencontainers.image.ref.name': ref } }]);
+  pullLayout(engine, layout, ref);
+}
+
+/**
+ * The newest modification time of a file under `dir` but in `except`, in seconds: the newest file a
+ * package brought (files keep their packaged times; directories are touched by every extraction).
+ */
+function newestFileMtime(dir: string, except: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const path = join(entry.parentPath, entry.name);
+    if (!entry.isFile() || path.startsWith(except)) continue;
+    newest = Math.max(newest, lstatSync(path).mtimeMs);
+  }
+  return Math.floor(newest / 1000);
+}
+
+const describeInput = ({ name, version, architecture, sha256 }: DebianInput): DebianInput => ({
+  name,
+  version,
+  architecture,
+  sha256,
+});
+
+export function runtimeBase(platform: Platform): OfflineBase {
   const node = pinnedNode();
-  const ref = `localhost/secret-agent/base-runtime:node${node.version}`;
-  const want = recipe('runtime', node.version);
+  const { arch } = PLATFORM_NAMES[platform];
+  const ref = `localhost/secret-agent/base-runtime:node${node.version}-${arch}`;
+  const want = recipe('runtime', platform, node.version);
   return {
     ref,
+    platform,
     ensure(engine) {
       if (present(engine, ref, want)) return;
       needsRoot('runtime');
       const work = mkdtempSync(join(tmpdir(), 'secret-agent-runtime-base-'));
       try {
-        const debs = join(work, 'debs');
         const root = join(work, 'rootfs');
-        mkdirSync(debs);
-        mkdirSync(root);
-        downloadDebs([...RUNTIME_PACKAGES, 'base-files'], debs);
+        const tools = join(work, 'tools');
+        mkdirSync(root, { mode: 0o755 });
+        mkdirSync(tools);
+        // libc-bin only for its ldconfig, run below; its files are not in the base.
+        const debs = downloadDebianPackages(arch, [...RUNTIME_PACKAGES, 'base-files', 'libc-bin'], work);
         const statusDir = join(root, 'var/lib/dpkg/status.d');
         mkdirSync(statusDir, { recursive: true });
-        for (const deb of readdirSync(debs).filter((f) => f.endsWith('.deb'))) {
-          const file = join(debs, deb);
-          const control = run('dpkg-deb', ['-f', file]);
-          const name = /^Package: (\S+)$/m.exec(control)![1]!;
+        const extract = (file: string, into: string, ...members: string[]) =>
+          run('sh', [
+            '-c',
+            'f=$1 d=$2; shift 2; dpkg-deb --fsys-tarfile "$f" | tar -x -C "$d" "$@"',
+            'sh',
+            file,
+            into,
+            ...members,
+          ]);
+        for (const deb of debs) {
+          if (deb.name === 'libc-bin') {
+            extract(deb.file, tools, './sbin/ldconfig');
+            continue;
+          }
           // Like distroless: one status file per package, so scanners can list what the image holds.
-          writeFileSync(join(statusDir, name), control);
-          if (name === 'base-files')
-            // Only its os-release: the rest is a full system's /etc.
-            run('sh', [
-              '-c',
-              `dpkg-deb --fsys-tarfile "$1" | tar -x -C "$2" ./usr/lib/os-release`,
-              'sh',
-              file,
-              root,
-            ]);
-          else run('dpkg-deb', ['-x', file, root]);
+          writeFileSync(join(statusDir, deb.name), run('dpkg-deb', ['-f', deb.file]));
+          // Only base-files' os-release: the rest is a full system's /etc.
+          if (deb.name === 'base-files') extract(deb.file, root, './usr/lib/os-release');
+          else run('dpkg-deb', ['-x', deb.file, root]);
         }
         // Documentation is not run; copyright files stay (licence notices).
         for (const dir of ['man', 'info', 'lintian', 'gdb', 'gcc'])
@@ -153,6 +242,8 @@ export function runtimeBase(): OfflineBase {
           if (pkg.isDirectory())
             for (const f of readdirSync(join(pkg.parentPath, pkg.name)))
               if (f !== 'copyright') rmSync(join(pkg.parentPath, pkg.name, f), { recursive: true });
+        // The base's time: its newest packaged file, not the time it was assembled.
+        const epoch = newestFileMtime(root, statusDir);
         symlinkSync('../usr/lib/os-release', join(root, 'etc/os-release'));
         // dpkg-deb -x runs no maintainer scripts: the CA bundle is what update-ca-certificates makes.
         const mozilla = join(root, 'usr/share/ca-certificates/mozilla');
@@ -180,17 +271,45 @@ export function runtimeBase(): OfflineBase {
         mkdirSync(join(root, 'tmp'), { mode: 0o1777 });
         chmodSync(join(root, 'tmp'), 0o1777);
         mkdirSync(join(root, 'nodejs/bin'), { recursive: true });
-        cpSync(node.path, join(root, 'nodejs/bin/node'));
-        run('ldconfig', ['-r', root]);
-        importRootfs(engine, root, ref, [
-          'USER 65532:65532',
-          'WORKDIR /home/nonroot',
-          'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-          'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt',
-          'ENTRYPOINT ["/nodejs/bin/node"]',
-          `LABEL ${RECIPE_LABEL}=${want}`,
-          `LABEL org.opencontainers.image.description="Offline stand-in for gcr.io/distroless/nodejs24-debian12:nonroot (Node ${node.version}), made by images/offline-bases.ts"`,
-        ]);
+        const binary = nodeBinary(platform, work);
+        cpSync(binary.path, join(root, 'nodejs/bin/node'));
+        chmodSync(join(root, 'nodejs/bin/node'), 0o755);
+        // The platform's own ldconfig (static; under QEMU for another platform): the host's would
+        // neither know the platform's library directories nor write the same cache on every machine.
+        run(join(tools, 'sbin/ldconfig'), ['-r', root]);
+        const description = `Offline stand-in for gcr.io/distroless/nodejs24-debian12:nonroot (Node ${node.version}, ${platform}), made by images/offline-bases.ts`;
+        importRootfs(
+          engine,
+          work,
+          root,
+          platform,
+          ref,
+          epoch,
+          {
+            User: `${NONROOT}:${NONROOT}`,
+            WorkingDir: '/home/nonroot',
+            Env: [
+              'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+              'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt',
+            ],
+            Entrypoint: ['/nodejs/bin/node'],
+            Labels: { [RECIPE_LABEL]: want, 'org.opencontainers.image.description': description },
+          },
+          { platform, debian: debs.map(describeInput), node: binary.package },
+        );
+        // The platform's Node must run there and be the pinned one: the build refuses anything else.
+        const version = engine.run(
+          ['run', '--rm', '--platform', platform, '--network', 'none', ref, '--version'],
+          {
+            check: false,
+          },
+        );
+        if (version.stdout.trim() !== `v${node.version}`) {
+          engine.run(['rmi', ref], { check: false });
+          throw new Error(
+            `the ${platform} runtime base's Node printed "${version.stdout.trim()}" (${version.stderr.trim().slice(-300)}), not v${node.version}`,
+          );
+        }
       } finally {
         rmSync(work, { recursive: true, force: true });
       }
@@ -198,31 +317,35 @@ export function runtimeBase(): OfflineBase {
   };
 }
 
+/** The build stage's base: this machine's platform only (the Dockerfiles run that stage on the build platform). */
 export function buildBase(): OfflineBase {
   const node = pinnedNode();
+  const platform = hostPlatform();
   const ref = `localhost/secret-agent/base-build:node${node.version}`;
-  const want = recipe('build', node.version);
+  const want = recipe('build', platform, node.version);
   return {
     ref,
+    platform,
     ensure(engine) {
       if (present(engine, ref, want)) return;
       needsRoot('build');
       const work = mkdtempSync(join(tmpdir(), 'secret-agent-build-base-'));
       try {
         const root = join(work, 'rootfs');
-        run(
-          'debootstrap',
-          ['--variant=minbase', SUITE, root, process.env.DEBIAN_MIRROR ?? 'http://deb.debian.org/debian'],
-          {
-            install: 'apt-get install -y debootstrap',
-          },
-        );
+        run('debootstrap', ['--variant=minbase', DEBIAN_SUITE, root, debianMirrors().main], {
+          install: 'apt-get install -y debootstrap',
+        });
+        const debian = describeDebs(join(root, 'var/cache/apt/archives')).map(describeInput);
         rmSync(join(root, 'var/cache/apt/archives'), { recursive: true, force: true });
         rmSync(join(root, 'var/lib/apt/lists'), { recursive: true, force: true });
         mkdirSync(join(root, 'usr/local/lib/node_modules'), { recursive: true });
-        cpSync(node.path, join(root, 'usr/local/bin/node'));
+        const binary = nodeBinary(platform, work);
+        cpSync(binary.path, join(root, 'usr/local/bin/node'));
         // npm: the one this machine runs (the build stage only needs `npm ci`).
         const globalModules = run('npm', ['root', '-g']).trim();
+        const npmVersion = (
+          JSON.parse(readFileSync(join(globalModules, 'npm/package.json'), 'utf8')) as { version: string }
+        ).version;
         cpSync(join(globalModules, 'npm'), join(root, 'usr/local/lib/node_modules/npm'), { recursive: true });
         symlinkSync('../lib/node_modules/npm/bin/npm-cli.js', join(root, 'usr/local/bin/npm'));
         symlinkSync('../lib/node_modules/npm/bin/npx-cli.js', join(root, 'usr/local/bin/npx'));
@@ -234,13 +357,28 @@ export function buildBase(): OfflineBase {
           mkdirSync(join(root, 'usr/local/share/ca-certificates'), { recursive: true });
           cpSync('/etc/ssl/certs/ca-certificates.crt', join(root, hostCa));
         }
-        importRootfs(engine, root, ref, [
-          'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-          ...(trusted ? [`ENV NODE_EXTRA_CA_CERTS=${hostCa}`] : []),
-          'CMD ["node"]',
-          `LABEL ${RECIPE_LABEL}=${want}`,
-          `LABEL org.opencontainers.image.description="Offline stand-in for docker.io/library/node:24-bookworm-slim (Node ${node.version}), made by images/offline-bases.ts"`,
-        ]);
+        // Not shipped: only the build stage's output (JavaScript, checked byte for byte) reaches an
+        // image, so this base need not be the same bytes twice; its time is when it was made.
+        importRootfs(
+          engine,
+          work,
+          root,
+          platform,
+          ref,
+          Math.floor(Date.now() / 1000),
+          {
+            Env: [
+              'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+              ...(trusted ? [`NODE_EXTRA_CA_CERTS=${hostCa}`] : []),
+            ],
+            Cmd: ['node'],
+            Labels: {
+              [RECIPE_LABEL]: want,
+              'org.opencontainers.image.description': `Offline stand-in for docker.io/library/node:24-bookworm-slim (Node ${node.version}), made by images/offline-bases.ts`,
+            },
+          },
+          { platform, debian, node: binary.package, npm: npmVersion },
+        );
       } finally {
         rmSync(work, { recursive: true, force: true });
       }

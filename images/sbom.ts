@@ -1,10 +1,12 @@
 /**
- * A CycloneDX 1.5 SBOM per image: the npm packages whose code esbuild put in the image's bundle
- * (the metafile says which; npm's own `npm sbom` records supply purl, licence and hash), the Node
- * runtime and the Debian packages of the base (read inside the image, from the per-package files
+ * A CycloneDX 1.5 SBOM per image and platform: the npm packages whose code esbuild put in the image's
+ * bundle (the metafile says which; npm's own `npm sbom` records supply purl, licence and hash), the
+ * Node runtime and the Debian packages of the base (read inside the image, from the per-package files
  * distroless keeps in /var/lib/dpkg/status.d). Nothing else is in the image.
+ * The same image gives the same document: its serial number is derived from the image's manifest
+ * digest and its timestamp is the build's SOURCE_DATE_EPOCH.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -125,11 +127,26 @@ export interface ImageSbomInput {
   readonly image: string;
   readonly version: string;
   readonly imageId: string;
+  /** sha256:… of the platform's manifest. */
+  readonly manifestDigest: string;
+  /** e.g. linux/arm64 */
+  readonly platform: string;
+  /** Seconds since the epoch. */
+  readonly sourceDateEpoch: number;
   readonly license: string;
   /** From bundledPackages. */
   readonly bundled: ReadonlyMap<string, string>;
   readonly npmSbom: NpmSbom;
   readonly contents: ImageContents;
+}
+
+/** A version-8 (custom) UUID made of the first 122 bits of SHA-256(`text`). */
+function uuidFrom(text: string): string {
+  const b = createHash('sha256').update(text).digest().subarray(0, 16);
+  b[6] = (b[6]! & 0x0f) | 0x80;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
 export function imageSbom(input: ImageSbomInput): CycloneDx {
@@ -162,10 +179,10 @@ export function imageSbom(input: ImageSbomInput): CycloneDx {
   return {
     bomFormat: 'CycloneDX',
     specVersion: '1.5',
-    serialNumber: `urn:uuid:${randomUUID()}`,
+    serialNumber: `urn:uuid:${uuidFrom(input.manifestDigest)}`,
     version: 1,
     metadata: {
-      timestamp: new Date().toISOString(),
+      timestamp: new Date(input.sourceDateEpoch * 1000).toISOString(),
       tools: [{ name: 'secret-agent images/sbom.ts' }],
       component: {
         'bom-ref': `${input.image}@${input.version}`,
@@ -173,7 +190,11 @@ export function imageSbom(input: ImageSbomInput): CycloneDx {
         name: input.image,
         version: input.version,
         licenses: [{ license: { id: input.license } }],
-        properties: [{ name: 'oci:image:id', value: input.imageId }],
+        properties: [
+          { name: 'oci:image:id', value: input.imageId },
+          { name: 'oci:image:manifest-digest', value: input.manifestDigest },
+          { name: 'oci:image:platform', value: input.platform },
+        ],
       },
     },
     components: [

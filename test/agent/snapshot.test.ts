@@ -118,6 +118,29 @@ describe('the start-up snapshot against the plain bundle', () => {
       assert.deepEqual(visible(snapshotDir.path), visible(plainDir.path));
     });
 
+  it('a second build writes the same blob, byte for byte, on another host name, at another time, as another pid (the image’s digest depends on it)', () => {
+    const first = readFileSync(gcpBlob);
+    // unshare -u: a UTS namespace of its own, so the build sees another host name (a container's id, in an image build).
+    const again = spawnSync(
+      'unshare',
+      [
+        '-u',
+        'sh',
+        '-c',
+        'hostname snapshot-rebuild && exec "$@"',
+        'sh',
+        process.execPath,
+        BUILD_SNAPSHOT,
+        SCRIPT,
+        gcpBlob,
+        '--with-gcp',
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(again.status, 0, again.stderr);
+    assert.ok(readFileSync(gcpBlob).equals(first), 'the blob built again differs');
+  });
+
   it('each blob is the variant it was built as, and --with-gcp is the one that holds more', () => {
     const check = (b: string) =>
       spawnSync(process.execPath, ['--snapshot-blob', b, '--', '--check-snapshot'], {
@@ -187,7 +210,11 @@ describe('the start-up snapshot against the plain bundle', () => {
  * would, with `beforeMain` run while building; asserts it is refused (exit 1, nothing left but the
  * builder) and returns its stderr.
  */
-function refusedBuild(beforeMain: string, options: string[] = []): string {
+function refusedBuild(
+  beforeMain: string,
+  options: string[] = [],
+  printed = 'process.pid + " " + process.arch + " " + Date.now()',
+): string {
   const work = mkdtempSync(join(tmpdir(), 'secret-agent-snapshot-refused-'));
   try {
     const script = join(work, 'builder.cjs');
@@ -198,7 +225,7 @@ function refusedBuild(beforeMain: string, options: string[] = []): string {
        v8.startupSnapshot.setDeserializeMainFunction(() => {
          const arg = process.argv[1];
          if (arg === '--version') console.log('secret-agent 0.0.0');
-         else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default');
+         else console.log(crypto.randomUUID() + ' ' + crypto.randomInt(2 ** 47) + ' default ' + Math.random() + ' ' + ${printed});
        });`,
     );
     const run = spawnSync(process.execPath, [BUILD_SNAPSHOT, script, join(work, 'agent.blob'), ...options], {
@@ -221,5 +248,20 @@ describe('images/build-snapshot.ts refuses a snapshot', () => {
   it('that is not the variant asked for: --with-gcp built a default snapshot', () => {
     // The builder ignores --with-gcp: fresh randomness, but always the default variant.
     assert.match(refusedBuild('', ['--with-gcp']), /the snapshot is the variant "default", not "with-gcp"/);
+  });
+
+  it('that kept the build’s clock or pid (agent/snapshot-reproducible.ts fixes both while building)', () => {
+    const keptClock = refusedBuild(
+      'const built = Date.now();',
+      [],
+      'process.pid + " " + process.arch + " " + built',
+    );
+    assert.match(keptClock, /read the clock as \d+: the build's stopped clock stayed/);
+    const keptPid = refusedBuild(
+      'const pid = process.pid;',
+      [],
+      'pid + " " + process.arch + " " + Date.now()',
+    );
+    assert.match(keptPid, /says its pid is \d+, not \d+: the build's stayed/);
   });
 });

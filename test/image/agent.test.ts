@@ -85,16 +85,20 @@ describe('the agent image, run by podman (read-only root, no capabilities, no ne
       ['the entrypoint’s', undefined, 'default'],
       ['the GCP one’s (GCP_INIT_COMMAND)', GCP_INIT_COMMAND, 'with-gcp'],
     ] as const)
-      it(`a run from ${blob} snapshot draws fresh randomness (no crypto pool was frozen into it) and is the ${variant} variant`, async () => {
+      it(`a run from ${blob} snapshot draws fresh randomness (no crypto pool or V8 random state was frozen into it) and is the ${variant} variant`, async () => {
         const draws = await Promise.all(
           [1, 2].map(() =>
             runContainer({ image, args: ['--check-snapshot'], ...(entrypoint ? { entrypoint } : {}) }),
           ),
         );
-        for (const d of draws) assert.match(d.stdout, /^[0-9a-f-]{36} \d+ [\w-]+\n$/, d.stderr);
+        // agent/snapshot.ts printSnapshotCheck: uuid, int, variant, Math.random, pid, arch, clock.
+        for (const d of draws)
+          assert.match(d.stdout, /^[0-9a-f-]{36} \d+ [\w-]+ 0\.\d+ [1-9]\d* \w+ \d{13}\n$/, d.stderr);
         const [a, b] = draws.map((d) => d.stdout.trim().split(' '));
         assert.notEqual(a![0], b![0], 'crypto.randomUUID');
         assert.notEqual(a![1], b![1], 'crypto.randomInt');
+        // The blob is built with a fixed V8 random seed (images/build-snapshot.ts): a run's own is fresh.
+        assert.notEqual(a![3], b![3], 'Math.random');
         assert.equal(a![2], variant);
       });
 

@@ -1,13 +1,22 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { describe, it } from 'node:test';
 import { IMAGE_NAMES, ROOT, type ImageName } from '../../images/manifest.ts';
-import { pinnedNode } from '../../images/offline-bases.ts';
+import { PLATFORM_NAMES, type Platform } from '../../images/platforms.ts';
+import { pinnedNode } from '../../images/pinned-node.ts';
+import type { ProvenanceStatement } from '../../images/provenance.ts';
 import { bundledPackages, type CycloneDx } from '../../images/sbom.ts';
+import {
+  blob,
+  fromTar,
+  layerEntries,
+  layerFile,
+  layerTar,
+  readIndex,
+  readPlatforms,
+  sha256,
+} from './oci-archive.ts';
 import { builtImages, runContainer } from './podman.ts';
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
@@ -16,29 +25,16 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
 };
 
 /** Runs `script` with the image's own Node, as the image's user, and parses what it prints. */
-async function inside<T>(image: string, script: string): Promise<T> {
-  const run = await runContainer({ image, entrypoint: ['/nodejs/bin/node', '-e', script] });
+async function inside<T>(image: string, script: string, platform?: Platform): Promise<T> {
+  const run = await runContainer(
+    { image, entrypoint: ['/nodejs/bin/node', '-e', script], ...(platform ? { platform } : {}) },
+    120_000,
+  );
   assert.equal(run.code, 0, run.stderr);
   return JSON.parse(run.stdout) as T;
 }
 
-const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
-
-/**
- * Every file under `dir` (relative path → sha256), as a script the image's Node runs. The compile
- * cache is left out: each uid's part is readable by that uid only.
- */
-const HASH_TREE = (dir: string) => `
-const fs = require('node:fs'), crypto = require('node:crypto');
-const out = {};
-for (const f of fs.readdirSync(${JSON.stringify(dir)}, { recursive: true })) {
-  const p = ${JSON.stringify(dir)} + '/' + f;
-  // Built in the image by its own Node, as the snapshot is (from dist/agent-snapshot.cjs): not on the host.
-  if (f.startsWith('compile-cache/') || f.endsWith('.blob')) continue;
-  if (fs.statSync(p).isFile()) out[f] = crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
-}
-console.log(JSON.stringify(out));`;
-
+/** Every file under `dir` (relative path → sha256). */
 function hashTree(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true }))
@@ -47,13 +43,6 @@ function hashTree(dir: string): Record<string, string> {
       out[path.slice(dir.length + 1)] = sha256(readFileSync(path));
     }
   return out;
-}
-
-/** One member of a tar archive, read with tar(1). */
-function fromTar(archive: string, member: string): Buffer {
-  const r = spawnSync('tar', ['-xOf', archive, member], { maxBuffer: 1024 * 1024 * 1024 });
-  assert.equal(r.status, 0, `${archive}: ${member}: ${r.stderr}`);
-  return r.stdout;
 }
 
 describe('npm run images: the images and what a release job publishes', () => {
@@ -68,17 +57,24 @@ describe('npm run images: the images and what a release job publishes', () => {
     };
   };
 
-  it('are named after package.json (secret-agent/<image>:<version>) and labelled with version, revision and licence', () => {
+  it('are named after package.json (secret-agent/<image>:<version>, and -<arch> per platform) and labelled with version, revision and licence', () => {
     const { manifest } = builtImages();
     assert.equal(manifest.version, pkg.version);
     assert.match(manifest.revision, /^[0-9a-f]{40}(-dirty)?$/);
     for (const name of IMAGE_NAMES) {
       const image = manifest.images[name];
       assert.ok(image.ref.endsWith(`secret-agent/${name}:${pkg.version}`), image.ref);
-      const labels = config(image.ref).Labels;
-      assert.equal(labels['org.opencontainers.image.version'], pkg.version);
-      assert.equal(labels['org.opencontainers.image.revision'], manifest.revision);
-      assert.equal(labels['org.opencontainers.image.licenses'], pkg.license);
+      assert.equal(image.id, image.platforms.find((p) => p.platform === manifest.primary)?.id);
+      for (const p of image.platforms) {
+        assert.ok(
+          p.ref.endsWith(`secret-agent/${name}:${pkg.version}-${PLATFORM_NAMES[p.platform].arch}`),
+          p.ref,
+        );
+        const labels = config(p.ref).Labels;
+        assert.equal(labels['org.opencontainers.image.version'], pkg.version);
+        assert.equal(labels['org.opencontainers.image.revision'], manifest.revision);
+        assert.equal(labels['org.opencontainers.image.licenses'], pkg.license);
+      }
     }
   });
 
@@ -110,67 +106,67 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots and the native sidecar’s postStart hook', async () => {
+  it('hold nothing over their base but /app, on every platform: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots and the native sidecar’s postStart hook', () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
         /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
-    const layers = (ref: string) =>
-      JSON.parse(
-        podman.run(['image', 'inspect', '--format', '{{json .RootFS.Layers}}', ref]).stdout,
-      ) as string[];
-    const baseLayers = layers(manifest.runtime.ref);
+    const onHost = hashTree(join(ROOT, 'dist'));
     for (const name of IMAGE_NAMES) {
       const image = manifest.images[name];
-      // Read from the OCI archive, layer by layer: what the Dockerfile added over the base, without
-      // mounting an image another test may be using.
-      const imageLayers = layers(image.ref);
-      assert.deepEqual(
-        imageLayers.slice(0, baseLayers.length),
-        baseLayers,
-        `${name} is built on the runtime base`,
-      );
       const archive = join(ROOT, image.archive);
-      const index = JSON.parse(fromTar(archive, 'index.json').toString()) as {
-        manifests: { digest: string }[];
-      };
-      const oci = JSON.parse(
-        fromTar(archive, `blobs/sha256/${index.manifests[0]!.digest.slice('sha256:'.length)}`).toString(),
-      ) as { layers: { digest: string; mediaType: string }[] };
-      assert.equal(oci.layers.length, imageLayers.length);
-      for (const layer of oci.layers.slice(baseLayers.length)) {
-        const blob = fromTar(archive, `blobs/sha256/${layer.digest.slice('sha256:'.length)}`);
-        const listing = spawnSync('tar', ['-tv'], {
-          input: layer.mediaType.endsWith('+gzip') ? gunzipSync(blob) : blob,
-          encoding: 'utf8',
-          maxBuffer: 64 * 1024 * 1024,
-        });
-        assert.equal(listing.status, 0, listing.stderr);
-        for (const line of listing.stdout.trim().split('\n')) {
-          // drwxr-xr-x 0/0 0 2026-11-23 10:49 app/
-          const [mode, , size, , , ...rest] = line.split(/\s+/);
-          const path = `/${rest.join(' ').replace(/\/$/, '')}`;
-          assert.ok(!path.includes('/.wh.'), `${name}: the layer deletes ${path} from the base`);
-          if (expected[name].test(path)) continue;
-          // buildah's RUN step (the agent's compile-cache fill) leaves its mount points behind: empty,
-          // and what every runtime mounts over. Nothing else outside /app.
-          const mountPoint =
-            (mode!.startsWith('d') && ['/dev', '/etc', '/proc', '/run', '/sys'].includes(path)) ||
-            (size === '0' && ['/etc/hostname', '/etc/hosts', '/etc/resolv.conf'].includes(path));
-          assert.ok(mountPoint, `${name}: added ${path} (${mode}, ${size} bytes)`);
+      for (const { platform, manifest: oci, config } of readPlatforms(archive)) {
+        const at = `${name} ${platform}`;
+        // Read from the OCI archive, layer by layer: what the Dockerfile added over the base, without
+        // mounting an image another test may be using.
+        const baseLayers = JSON.parse(
+          podman.run([
+            'image',
+            'inspect',
+            '--format',
+            '{{json .RootFS.Layers}}',
+            manifest.runtimes[platform as 'linux/amd64']!.ref,
+          ]).stdout,
+        ) as string[];
+        assert.deepEqual(
+          config.rootfs.diff_ids.slice(0, baseLayers.length),
+          baseLayers,
+          `${at} is built on its runtime base`,
+        );
+        assert.equal(oci.layers.length, config.rootfs.diff_ids.length);
+        const files: Record<string, Buffer> = {};
+        for (const [i, layer] of oci.layers.entries()) {
+          if (i < baseLayers.length) continue;
+          const tar = layerTar(archive, layer, config.rootfs.diff_ids[i]!);
+          for (const { mode, size, path } of layerEntries(tar)) {
+            assert.ok(!path.includes('/.wh.'), `${at}: the layer deletes ${path} from the base`);
+            if (expected[name].test(path)) {
+              const file = path.slice('/app/'.length);
+              if (mode.startsWith('-') && !file.startsWith('compile-cache/') && !file.endsWith('.blob'))
+                files[file] = layerFile(tar, path);
+              continue;
+            }
+            // buildah's RUN steps (the agent's compile cache and snapshots) leave their mount points
+            // behind: empty, and what every runtime mounts over. Nothing else outside /app.
+            const mountPoint =
+              (mode.startsWith('d') && ['/dev', '/etc', '/proc', '/run', '/sys'].includes(path)) ||
+              (size === '0' && ['/etc/hostname', '/etc/hosts', '/etc/resolv.conf'].includes(path));
+            assert.ok(mountPoint, `${at}: added ${path} (${mode}, ${size} bytes)`);
+          }
         }
+        // The build stage runs on the build platform for every target: one bundle, the host's.
+        assert.ok(`${name}.js` in files, `${at} holds /app/${name}.js`);
+        if (name === 'agent')
+          assert.ok('wait-ready.cjs' in files, `${at} holds the postStart hook the webhook renders`);
+        for (const [file, data] of Object.entries(files))
+          assert.equal(
+            sha256(data),
+            file === 'LICENSE' ? sha256(readFileSync(join(ROOT, 'LICENSE'))) : onHost[file],
+            `${at}: /app/${file}`,
+          );
       }
-      const inImage = await inside<Record<string, string>>(image.ref, HASH_TREE('/app'));
-      const onHost = hashTree(join(ROOT, 'dist'));
-      const bundle = Object.keys(inImage).filter((f) => f !== 'LICENSE');
-      assert.ok(bundle.includes(`${name}.js`));
-      if (name === 'agent')
-        assert.ok(bundle.includes('wait-ready.cjs'), 'the postStart hook the webhook renders');
-      for (const file of bundle)
-        assert.equal(inImage[file], onHost[file], `${name}: /app/${file} equals dist/${file}`);
-      assert.equal(inImage.LICENSE, sha256(readFileSync(join(ROOT, 'LICENSE'))));
     }
   });
 
@@ -186,88 +182,194 @@ describe('npm run images: the images and what a release job publishes', () => {
     assert.match(changelog, new RegExp(`^## ${pkg.version.replaceAll('.', '\\.')}\\b`, 'm'));
   });
 
-  it('the OCI archives hold exactly the built images: the config digest is the image ID, every blob matches its digest', () => {
+  it('each OCI archive is one image index over every platform built: named by the version, each manifest with its platform, each config its image ID, every blob its digest', () => {
     const { manifest } = builtImages();
     for (const name of IMAGE_NAMES) {
       const image = manifest.images[name];
       const archive = join(ROOT, image.archive);
-      assert.equal(fromTar(archive, 'oci-layout').toString(), '{"imageLayoutVersion": "1.0.0"}');
-      const index = JSON.parse(fromTar(archive, 'index.json').toString()) as {
-        manifests: { digest: string }[];
-      };
-      assert.equal(index.manifests.length, 1);
-      const blob = (digest: string) => {
-        const data = fromTar(archive, `blobs/sha256/${digest.replace(/^sha256:/, '')}`);
-        assert.equal(`sha256:${sha256(data)}`, digest, `${name}: blob ${digest}`);
-        return data;
-      };
-      const ociManifest = JSON.parse(blob(index.manifests[0]!.digest).toString()) as {
-        config: { digest: string };
-        layers: { digest: string }[];
-      };
-      assert.equal(ociManifest.config.digest, `sha256:${image.id}`);
-      blob(ociManifest.config.digest);
-      assert.ok(ociManifest.layers.length > 0);
-      for (const layer of ociManifest.layers) blob(layer.digest);
+      assert.deepEqual(JSON.parse(fromTar(archive, 'oci-layout').toString()), {
+        imageLayoutVersion: '1.0.0',
+      });
+      const { entry, index } = readIndex(archive);
+      assert.equal(entry.mediaType, 'application/vnd.oci.image.index.v1+json');
+      assert.equal(entry.annotations?.['org.opencontainers.image.ref.name'], pkg.version);
+      assert.equal(entry.digest, image.index);
+      assert.equal(index.mediaType, 'application/vnd.oci.image.index.v1+json');
+      const platforms = readPlatforms(archive);
+      assert.deepEqual(
+        platforms.map((p) => p.platform),
+        manifest.platforms,
+      );
+      for (const [i, p] of platforms.entries()) {
+        const record = image.platforms[i]!;
+        assert.equal(p.platform, record.platform);
+        assert.equal(p.descriptor.mediaType, 'application/vnd.oci.image.manifest.v1+json');
+        assert.equal(
+          p.descriptor.digest,
+          record.digest,
+          `${name} ${p.platform}: the manifest digest images.json names`,
+        );
+        assert.equal(
+          p.manifest.config.digest,
+          `sha256:${record.id}`,
+          `${name} ${p.platform}: the config is the image`,
+        );
+        assert.deepEqual(
+          [p.config.os, p.config.architecture],
+          ['linux', PLATFORM_NAMES[record.platform].arch],
+        );
+        // The commit's time, not the build's: the image can be built again to the same digest.
+        assert.equal(Date.parse(p.config.created) / 1000, manifest.sourceDateEpoch);
+        for (const layer of p.manifest.layers) {
+          // Compressed here, so a registry is sent (and serves) exactly these blobs.
+          assert.equal(layer.mediaType, 'application/vnd.oci.image.layer.v1.tar+gzip');
+          blob(archive, layer.digest);
+        }
+      }
     }
   });
 
-  it('the SBOMs list the Node runtime, the Debian packages of the base and exactly the npm packages in the bundle', () => {
+  it('the SBOMs, one per platform, list the Node runtime, the platform’s Debian packages and exactly the npm packages in the bundle', () => {
     const { manifest } = builtImages();
-    for (const name of IMAGE_NAMES) {
-      const image = manifest.images[name];
-      const sbom = JSON.parse(readFileSync(join(ROOT, image.sbom), 'utf8')) as CycloneDx;
-      assert.equal(sbom.bomFormat, 'CycloneDX');
-      assert.equal(sbom.specVersion, '1.5');
-      const component = sbom.metadata.component as {
-        name: string;
-        version: string;
-        properties: { value: string }[];
-      };
-      assert.equal(component.name, `secret-agent/${name}`);
-      assert.equal(component.version, pkg.version);
-      assert.equal(component.properties[0]!.value, image.id);
-      const node = sbom.components.find((c) => c.name === 'node');
-      assert.equal(node?.version, pinnedNode().version);
-      const npm = sbom.components.filter((c) => c.purl?.startsWith('pkg:npm/'));
-      assert.deepEqual(
-        new Set(npm.map((c) => c['bom-ref'])),
-        new Set(bundledPackages(join(ROOT, `dist/${name}.meta.json`), ROOT).keys()),
-      );
-      for (const c of npm) assert.ok(c.licenses && c.licenses.length > 0, `${c['bom-ref']} has a licence`);
-      const deb = sbom.components.filter((c) => c.purl?.startsWith('pkg:deb/')).map((c) => c.name);
-      for (const required of ['libc6', 'libstdc++6', 'ca-certificates'])
-        assert.ok(deb.includes(required), required);
-    }
+    for (const name of IMAGE_NAMES)
+      for (const image of manifest.images[name].platforms) {
+        const sbom = JSON.parse(readFileSync(join(ROOT, image.sbom), 'utf8')) as CycloneDx;
+        assert.equal(sbom.bomFormat, 'CycloneDX');
+        assert.equal(sbom.specVersion, '1.5');
+        const component = sbom.metadata.component as {
+          name: string;
+          version: string;
+          properties: { name: string; value: string }[];
+        };
+        assert.equal(component.name, `secret-agent/${name}`);
+        assert.equal(component.version, pkg.version);
+        assert.deepEqual(
+          component.properties.map((p) => p.value),
+          [image.id, image.digest, image.platform],
+        );
+        // The build's time, from the commit: the same image gives the same document.
+        assert.equal(Date.parse(sbom.metadata.timestamp as string) / 1000, manifest.sourceDateEpoch);
+        const node = sbom.components.find((c) => c.name === 'node');
+        assert.equal(node?.version, pinnedNode().version);
+        const npm = sbom.components.filter((c) => c.purl?.startsWith('pkg:npm/'));
+        assert.deepEqual(
+          new Set(npm.map((c) => c['bom-ref'])),
+          new Set(bundledPackages(join(ROOT, `dist/${name}.meta.json`), ROOT).keys()),
+        );
+        for (const c of npm) assert.ok(c.licenses && c.licenses.length > 0, `${c['bom-ref']} has a licence`);
+        const deb = sbom.components.filter((c) => c.purl?.startsWith('pkg:deb/'));
+        for (const required of ['libc6', 'libstdc++6', 'ca-certificates'])
+          assert.ok(
+            deb.some((c) => c.name === required),
+            required,
+          );
+        const arch = PLATFORM_NAMES[image.platform].arch;
+        for (const c of deb)
+          assert.match(c.purl!, new RegExp(`[?&]arch=(${arch}|all)(&|$)`), `${image.platform}: ${c.purl}`);
+      }
     // Not shipped: the bundles stub axios out, and the agent's bundle never holds the webhook's TLS code.
     const agent = JSON.parse(readFileSync(join(ROOT, manifest.images.agent.sbom), 'utf8')) as CycloneDx;
     assert.ok(!agent.components.some((c) => c.name === 'axios' || c.name === '@peculiar/x509'));
   });
 
-  it('the runtime base is what the Dockerfiles expect of distroless: nonroot 65532, a home, a CA bundle, /tmp, hosts from files first', async () => {
+  it('the provenance of each image: an in-toto statement on the index and every platform’s manifest, with an SLSA v1 predicate naming the commit, every Debian package and Node package the bases hold, and no time but the commit’s', () => {
     const { manifest } = builtImages();
-    const base = await inside<{ passwd: string; home: number; cas: number; tmp: number; nsswitch: string }>(
-      manifest.runtime.ref,
-      `const fs = require('node:fs'); const { X509Certificate } = require('node:crypto');
-       const pem = fs.readFileSync('/etc/ssl/certs/ca-certificates.crt', 'utf8').match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g);
-       console.log(JSON.stringify({ passwd: fs.readFileSync('/etc/passwd', 'utf8'), home: fs.statSync('/home/nonroot').uid,
-         cas: pem.filter((p) => new X509Certificate(p).ca).length, tmp: fs.statSync('/tmp').mode & 0o7777,
-         nsswitch: fs.readFileSync('/etc/nsswitch.conf', 'utf8') }));`,
-    );
-    assert.match(base.passwd, /^nonroot:x:65532:65532:/m);
-    assert.equal(base.home, 65532);
-    assert.ok(base.cas > 100, `${base.cas} CA certificates`);
-    assert.equal(base.tmp, 0o1777);
-    assert.match(base.nsswitch, /^hosts:\s+files dns/m);
+    for (const name of IMAGE_NAMES) {
+      const image = manifest.images[name];
+      const statement = JSON.parse(readFileSync(join(ROOT, image.provenance), 'utf8')) as ProvenanceStatement;
+      assert.equal(statement._type, 'https://in-toto.io/Statement/v1');
+      assert.equal(statement.predicateType, 'https://slsa.dev/provenance/v1');
+      assert.deepEqual(
+        statement.subject.map((s) => `sha256:${s.digest?.sha256}`),
+        [image.index, ...image.platforms.map((p) => p.digest)],
+      );
+      const build = statement.predicate.buildDefinition;
+      assert.deepEqual((build.externalParameters.source as { revision: string }).revision, manifest.revision);
+      assert.deepEqual(build.externalParameters.platforms, manifest.platforms);
+      assert.equal(build.internalParameters.sourceDateEpoch, manifest.sourceDateEpoch);
+      const deps = build.resolvedDependencies;
+      assert.ok(
+        deps.some((d) => d.digest?.gitCommit === manifest.revision.replace(/-dirty$/, '')),
+        'the commit',
+      );
+      for (const platform of manifest.platforms) {
+        const base = manifest.runtimes[platform]!;
+        assert.ok(
+          deps.some((d) => d.digest?.sha256 === base.digest.replace(/^sha256:/, '')),
+          `${platform} base`,
+        );
+        if (!base.inputs) continue;
+        for (const deb of base.inputs.debian) {
+          const found = deps.find((d) => {
+            const { role, platform: at } = (d.annotations ?? {}) as { role?: string; platform?: string };
+            return (
+              role === 'runtime' &&
+              at === platform &&
+              d.uri ===
+                `pkg:deb/debian/${deb.name}@${encodeURIComponent(deb.version)}?arch=${deb.architecture}`
+            );
+          });
+          assert.equal(found?.digest?.sha256, deb.sha256, `${platform}: ${deb.name}`);
+        }
+        const node = deps.find((d) => d.uri === `pkg:npm/${base.inputs!.node.name}@${pinnedNode().version}`);
+        assert.equal(
+          (node?.annotations as { integrity?: string } | undefined)?.integrity,
+          base.inputs.node.integrity,
+          `${platform}: Node`,
+        );
+        assert.match(base.inputs.node.integrity, /^sha512-/);
+        // The same packages the platform's SBOM finds in the image, at the same versions.
+        const sbom = JSON.parse(
+          readFileSync(join(ROOT, image.platforms.find((p) => p.platform === platform)!.sbom), 'utf8'),
+        ) as CycloneDx;
+        for (const c of sbom.components.filter((c) => c.purl?.startsWith('pkg:deb/')))
+          assert.ok(
+            base.inputs.debian.some((d) => d.name === c.name && d.version === c.version),
+            `${platform}: ${c.name} ${c.version}`,
+          );
+      }
+      // Nothing varies between two builds of a commit (test/image/reproducible.test.ts compares them).
+      assert.doesNotMatch(JSON.stringify(statement), /"(startedOn|finishedOn|invocationId)"/);
+    }
   });
 
-  it('both Dockerfiles take the same bases as build args, defaulting to the public images', () => {
+  it('the runtime base of every platform is what the Dockerfiles expect of distroless: its own Node, nonroot 65532, a home, a CA bundle, /tmp, hosts from files first', async () => {
+    const { manifest } = builtImages();
+    for (const platform of manifest.platforms) {
+      const base = await inside<{
+        arch: string;
+        version: string;
+        passwd: string;
+        home: number;
+        cas: number;
+        tmp: number;
+        nsswitch: string;
+      }>(
+        manifest.runtimes[platform]!.ref,
+        `const fs = require('node:fs'); const { X509Certificate } = require('node:crypto');
+         const pem = fs.readFileSync('/etc/ssl/certs/ca-certificates.crt', 'utf8').match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g);
+         console.log(JSON.stringify({ arch: process.arch, version: process.version, passwd: fs.readFileSync('/etc/passwd', 'utf8'), home: fs.statSync('/home/nonroot').uid,
+           cas: pem.filter((p) => new X509Certificate(p).ca).length, tmp: fs.statSync('/tmp').mode & 0o7777,
+           nsswitch: fs.readFileSync('/etc/nsswitch.conf', 'utf8') }));`,
+        platform === manifest.primary ? undefined : platform,
+      );
+      assert.equal(base.arch, PLATFORM_NAMES[platform].nodeArch, platform);
+      assert.equal(base.version, `v${pinnedNode().version}`, `${platform}: the pinned Node`);
+      assert.match(base.passwd, /^nonroot:x:65532:65532:/m);
+      assert.equal(base.home, 65532);
+      assert.ok(base.cas > 100, `${base.cas} CA certificates`);
+      assert.equal(base.tmp, 0o1777);
+      assert.match(base.nsswitch, /^hosts:\s+files dns/m);
+    }
+  });
+
+  it('both Dockerfiles take the same bases as build args, defaulting to the public images; the build stage runs on the build platform, the runtime stage on the target', () => {
     for (const file of ['Dockerfile.agent', 'Dockerfile.webhook']) {
       const text = readFileSync(join(ROOT, file), 'utf8');
       assert.match(text, /^ARG BUILD_IMAGE=docker\.io\/library\/node:24-bookworm-slim$/m, file);
       assert.match(text, /^ARG RUNTIME_IMAGE=gcr\.io\/distroless\/nodejs24-debian12:nonroot$/m, file);
-      assert.match(text, /^FROM \$\{BUILD_IMAGE\} AS build$/m, file);
-      assert.match(text, /^FROM \$\{RUNTIME_IMAGE\}$/m, file);
+      assert.match(text, /^FROM --platform=\$\{BUILDPLATFORM\} \$\{BUILD_IMAGE\} AS build$/m, file);
+      assert.match(text, /^FROM --platform=\$\{TARGETPLATFORM\} \$\{RUNTIME_IMAGE\}$/m, file);
     }
   });
 });

@@ -147,9 +147,12 @@ describe('injected pods, run in podman with both images: the webhook image patch
       { uid: number; files: Record<string, string> } | undefined;
 
   /** Nothing in the volume the app may change: every write the app tried was refused. */
-  function assertAppCannotWrite(pod: PodRun) {
-    const attempts = pod.events(APP).find((e) => e.event === 'write-attempts');
-    assert.ok(attempts, 'the app reported its write attempts');
+  async function assertAppCannotWrite(pod: PodRun) {
+    // Its own line, printed after 'started': waited for, not expected at once.
+    const attempts = await eventually(
+      () => pod.events(APP).find((e) => e.event === 'write-attempts'),
+      'the app’s report of its write attempts',
+    );
     for (const [what, outcome] of Object.entries(attempts)) {
       if (what === 'event' || what === 'at') continue;
       assert.ok(['EROFS', 'EACCES', 'EPERM'].includes(outcome as string), `app: ${what}: ${String(outcome)}`);
@@ -195,7 +198,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
     const app = await eventually(() => started(running), 'the app’s start report');
     assert.equal(app.uid, 1000);
     assert.deepEqual(app.files, { 'db-password': sha256(db.password), 'api-token': sha256(token) });
-    assertAppCannotWrite(running);
+    await assertAppCannotWrite(running);
     assertAgentHardened(running, AGENT_INIT_CONTAINER, '1000');
     const volume = [...running.volumes.values()][0]!;
     for (const entry of readdirSync(volume)) assert.equal(lstatSync(join(volume, entry)).uid, 1000, entry);
@@ -255,7 +258,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
       assert.ok(running.translations.includes(TRANSLATIONS.ports));
       const app = await eventually(() => started(running), 'the app’s start report', 30_000);
       assert.deepEqual(app.files, { db: sha256(first) });
-      assertAppCannotWrite(running);
+      await assertAppCannotWrite(running);
       // No uid in the spec: the files are shared through group 65532, the agent's own.
       assertAgentHardened(running, AGENT_CONTAINER, '65532:65532');
       await eventually(

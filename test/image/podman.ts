@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { requirePodman, type ContainerEngine } from '../../images/container-engine.ts';
 import { readImagesManifest, type ImagesManifest } from '../../images/manifest.ts';
+import type { Platform } from '../../images/platforms.ts';
 import { assertNoCanary } from '../support/canary.ts';
 
 let built: { podman: ContainerEngine; manifest: ImagesManifest } | undefined;
@@ -23,15 +24,12 @@ export function builtImages(): { podman: ContainerEngine; manifest: ImagesManife
     throw new Error(
       `the images were built with ${manifest.engine}; these tests run them with podman. Fix: npm run images`,
     );
-  for (const image of Object.values(manifest.images)) {
-    const id = podman
-      .run(['image', 'inspect', '--format', '{{.Id}}', image.ref], { check: false })
-      .stdout.trim();
-    if (id !== image.id)
-      throw new Error(
-        `podman holds ${id || 'no image'} as ${image.ref}, not ${image.id}. Fix: npm run images`,
-      );
-  }
+  for (const image of Object.values(manifest.images))
+    for (const { ref, id: want } of [image, ...image.platforms]) {
+      const id = podman.run(['image', 'inspect', '--format', '{{.Id}}', ref], { check: false }).stdout.trim();
+      if (id !== want)
+        throw new Error(`podman holds ${id || 'no image'} as ${ref}, not ${want}. Fix: npm run images`);
+    }
   built = { podman, manifest };
   return built;
 }
@@ -44,6 +42,8 @@ export interface Mount {
 
 export interface ContainerSpec {
   readonly image: string;
+  /** The image's platform when it is not this machine's (it then runs under QEMU). */
+  readonly platform?: Platform;
   /** The container's env; nothing of this machine's is passed. */
   readonly env?: Readonly<Record<string, string>>;
   /** uid (and gid) to run as; default: the image's USER. */
@@ -80,6 +80,8 @@ export function podmanRunArgs(spec: ContainerSpec, name: string): string[] {
     'no-new-privileges',
     ...(spec.user === undefined ? [] : ['--user', `${spec.user}:${spec.user}`]),
     ...(spec.memory === undefined ? [] : ['--memory', spec.memory, '--memory-swap', spec.memory]),
+    // Said, or podman warns on stderr that the image is not of this machine's platform.
+    ...(spec.platform === undefined ? [] : ['--platform', spec.platform]),
     ...(spec.mounts ?? []).flatMap((m) => [
       '--mount',
       `type=bind,src=${m.host},dst=${m.container}${m.readOnly ? ',ro=true' : ''}`,

@@ -1,0 +1,137 @@
+/**
+ * What a platform team does with the archives (README, "Images"): push one with `skopeo copy --all`
+ * to its registry (here Debian's docker-registry on the loopback) and pull a platform's image from
+ * it, or from the archive with `podman pull --arch`. Every digest must survive: the registry serves
+ * the index and manifests the archive, images.json and the provenance name.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { MissingToolError, podmanWithStorage } from '../../images/container-engine.ts';
+import { IMAGE_NAMES, ROOT } from '../../images/manifest.ts';
+import { PLATFORM_NAMES } from '../../images/platforms.ts';
+import { freePort } from '../support/moto.ts';
+import { eventually } from '../support/run-agent.ts';
+import { readIndex, sha256 } from './oci-archive.ts';
+import { builtImages } from './podman.ts';
+
+const INSTALL = 'apt-get install -y skopeo docker-registry (Debian; .ci/run installs them)';
+
+function tool(
+  command: string,
+  args: readonly string[],
+): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 600_000 });
+  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT')
+    throw new MissingToolError(`${command} is not installed (the publish test runs it)`, INSTALL);
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('publishing the archives: skopeo copy --all to a registry, podman pull --arch', () => {
+  let dir: string;
+  let registry: ChildProcess;
+  let host: string;
+
+  before(async () => {
+    builtImages();
+    tool('skopeo', ['--version']);
+    tool('docker-registry', ['--version']);
+    dir = mkdtempSync('/var/tmp/secret-agent-registry-');
+    const port = await freePort();
+    host = `127.0.0.1:${port}`;
+    mkdirSync(join(dir, 'storage'));
+    writeFileSync(
+      join(dir, 'config.yml'),
+      `version: 0.1\nlog: { level: error }\nstorage: { filesystem: { rootdirectory: ${join(dir, 'storage')} } }\nhttp: { addr: "${host}" }\n`,
+    );
+    registry = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+    await eventually(
+      async () =>
+        (await fetch(`http://${host}/v2/`).catch(() => undefined))?.status === 200 ? true : undefined,
+      'docker-registry answers /v2/',
+      30_000,
+    );
+  });
+
+  after(() => {
+    registry?.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('one tag serves every platform, by the digests the archive and images.json name', () => {
+    const { manifest } = builtImages();
+    for (const name of IMAGE_NAMES) {
+      const image = manifest.images[name];
+      const target = `docker://${host}/secret-agent/${name}:${manifest.version}`;
+      const copy = tool('skopeo', [
+        'copy',
+        '--all',
+        '--dest-tls-verify=false',
+        `oci-archive:${join(ROOT, image.archive)}`,
+        target,
+      ]);
+      assert.equal(copy.status, 0, copy.stderr);
+      // The index, byte for byte: its digest is the one a kustomize overlay pins for every node.
+      const raw = tool('skopeo', ['inspect', '--raw', '--tls-verify=false', target]);
+      assert.equal(raw.status, 0, raw.stderr);
+      assert.equal(`sha256:${sha256(raw.stdout)}`, image.index);
+      assert.equal(readIndex(join(ROOT, image.archive)).entry.digest, image.index);
+      const index = JSON.parse(raw.stdout) as {
+        manifests: { digest: string; platform: { os: string; architecture: string } }[];
+      };
+      assert.deepEqual(
+        index.manifests.map((m) => [`${m.platform.os}/${m.platform.architecture}`, m.digest]),
+        image.platforms.map((p) => [p.platform, p.digest]),
+      );
+      for (const p of image.platforms) {
+        // Each platform's manifest, by its digest: the bytes the archive holds.
+        const byDigest = `docker://${host}/secret-agent/${name}@${p.digest}`;
+        const one = tool('skopeo', ['inspect', '--raw', '--tls-verify=false', byDigest]);
+        assert.equal(one.status, 0, one.stderr);
+        assert.equal(`sha256:${sha256(one.stdout)}`, p.digest, `${name} ${p.platform}`);
+        const config = tool('skopeo', ['inspect', '--config', '--raw', '--tls-verify=false', byDigest]);
+        assert.equal(
+          `sha256:${sha256(config.stdout)}`,
+          `sha256:${p.id}`,
+          `${name} ${p.platform}: its image ID`,
+        );
+        assert.equal(
+          (JSON.parse(config.stdout) as { architecture: string }).architecture,
+          PLATFORM_NAMES[p.platform].arch,
+        );
+      }
+    }
+  });
+
+  it('podman pull --arch arm64 oci-archive:… takes the arm64 image', () => {
+    const { podman, manifest } = builtImages();
+    const arm64 = manifest.images.agent.platforms.find((p) => p.platform === 'linux/arm64');
+    if (!arm64)
+      assert.fail(
+        'the linux/arm64 agent image was not built. Fix: unset IMAGE_PLATFORMS, then npm run images',
+      );
+    // A store of its own, so the pulled image's name does not land among the ones the tests run.
+    const store = join(dir, 'pull');
+    mkdirSync(join(store, 'graph'), { recursive: true });
+    writeFileSync(
+      join(store, 'storage.conf'),
+      `[storage]\ndriver = "overlay"\ngraphroot = "${join(store, 'graph')}"\nrunroot = "/run/${dir.split('/').at(-1)}"\n`,
+    );
+    const scratch = podmanWithStorage(podman, join(store, 'storage.conf'));
+    try {
+      const pulled = scratch.run([
+        'pull',
+        '-q',
+        '--arch',
+        'arm64',
+        `oci-archive:${join(ROOT, manifest.images.agent.archive)}`,
+      ]);
+      assert.equal(pulled.stdout.trim().split('\n').at(-1), arm64.id);
+    } finally {
+      scratch.run(['rmi', '--all', '--force'], { check: false });
+      rmSync(`/run/${dir.split('/').at(-1)}`, { recursive: true, force: true });
+    }
+  });
+});
