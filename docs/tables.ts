@@ -8,7 +8,7 @@ import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/e
 import { PRODUCT_ANNOTATIONS } from '../agent/contract/product-annotations.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
-import { HELPER_ENV } from '../agent/providers/exec.ts';
+import { HELPER_ENV } from '../agent/providers/exec/exec-provider.ts';
 import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
 import { VAULT_ENV } from '../agent/providers/vault/config.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';

@@ -25,7 +25,7 @@ import {
   readStderr,
   STDERR_SHOWN,
   VERSION_LINE,
-} from '../../agent/providers/exec.ts';
+} from '../../agent/providers/exec/exec-provider.ts';
 import { ProviderError, type FetchOutcome, type Provider } from '../../agent/providers/provider.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { eventually, memoryDir, runAgent, startAgent } from '../support/run-agent.ts';

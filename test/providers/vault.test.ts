@@ -14,7 +14,7 @@ import type { SecretSpec } from '../../agent/contract/env.ts';
 import { parseReference, type VaultReference } from '../../agent/contract/reference.ts';
 import { renderFiles } from '../../agent/format/render-files.ts';
 import { ProviderError, type FetchOutcome, type SecretValue } from '../../agent/providers/provider.ts';
-import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault.ts';
+import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault/vault-provider.ts';
 import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FakeVault } from '../fakes/vault.ts';

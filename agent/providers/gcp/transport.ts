@@ -3,7 +3,7 @@ import { quote } from '../../contract/errors.ts';
 import { ProviderError } from '../provider.ts';
 
 /**
- * GCP_TRANSPORT: how the agent talks to Secret Manager. Apart from ../gcp.ts so that start-up checks
+ * GCP_TRANSPORT: how the agent talks to Secret Manager. Apart from gcp-provider.ts so that start-up checks
  * (agent/contract/preflight.ts) read it without loading the client library.
  */
 export const GCP_TRANSPORTS = ['rest', 'grpc'] as const;

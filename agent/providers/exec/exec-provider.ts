@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { AGENT_SETTINGS } from '../contract/env.ts';
-import { ConfigErrors, quote } from '../contract/errors.ts';
-import type { ExecReference } from '../contract/reference.ts';
-import type { Env } from '../contract/settings.ts';
-import { parseExecSettings, resolveHelper, type ExecSettings } from './exec/config.ts';
+import { AGENT_SETTINGS } from '../../contract/env.ts';
+import { ConfigErrors, quote } from '../../contract/errors.ts';
+import type { ExecReference } from '../../contract/reference.ts';
+import type { Env } from '../../contract/settings.ts';
+import { parseExecSettings, resolveHelper, type ExecSettings } from './config.ts';
 import {
   fetchEach,
   MAX_SECRET_BYTES,
@@ -16,7 +16,7 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
+} from '../provider.ts';
 
 /**
  * Any other backend (Azure Key Vault, 1Password, Doppler, Conjur, an internal service), through a

@@ -3,10 +3,10 @@ import { PassThroughClient } from 'google-auth-library';
 // In the bundle this bare `google-gax` is only what the client module reads from it (images/build.ts):
 // the library itself is loaded per transport, below, so a REST agent never loads @grpc/grpc-js.
 import { loggingUtils } from 'google-gax';
-import { quote } from '../contract/errors.ts';
-import type { GcpReference } from '../contract/reference.ts';
-import { crc32c } from './gcp-crc32c.ts';
-import { gcpTransport, type GcpTransport } from './gcp/transport.ts';
+import { quote } from '../../contract/errors.ts';
+import type { GcpReference } from '../../contract/reference.ts';
+import { crc32c } from './crc32c.ts';
+import { gcpTransport, type GcpTransport } from './transport.ts';
 import {
   fetchEach,
   ProviderError,
@@ -15,7 +15,7 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
+} from '../provider.ts';
 
 type Gax = typeof import('google-gax');
 type GaxFallback = typeof import('google-gax/fallback');
