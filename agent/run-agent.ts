@@ -3,9 +3,12 @@
  * snapshot.ts for the V8 start-up snapshot) only call runAgent.
  */
 import packageJson from '../package.json' with { type: 'json' };
-import { LOG_LEVELS, parseAgentConfig, type AgentConfig, type Env, type LogLevel } from './contract/env.ts';
+import { parseAgentConfig } from './config/parse-agent-config.ts';
+import type { AgentConfig } from './contract/agent-config.ts';
+import { LOG_LEVELS, type LogLevel } from './contract/agent-settings.ts';
+import type { Env } from './contract/settings.ts';
 import { ConfigError, ConfigErrors, valueShape } from './contract/errors.ts';
-import { checkBackendSettings } from './contract/preflight.ts';
+import { checkBackendSettings } from './config/check-backend-settings.ts';
 import { loadFormats } from './format/load-formats.ts';
 import type { FormatKit } from './format/render-files.ts';
 import { createLogger, type Logger } from './log.ts';

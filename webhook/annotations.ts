@@ -1,4 +1,5 @@
-import { AGENT_SETTINGS, SECRET_FORMATS, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
+import { SECRET_FORMATS, SECRET_SETTINGS } from '../agent/contract/secret-settings.ts';
 import { compileTemplate } from '../agent/format/template.ts';
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseReference, parseVaultNamespace, type SecretReference } from '../agent/contract/reference.ts';

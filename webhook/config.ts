@@ -9,7 +9,7 @@ import {
   type Env,
   type Setting,
 } from '../agent/contract/settings.ts';
-import type { LogLevel } from '../agent/contract/env.ts';
+import type { LogLevel } from '../agent/contract/agent-settings.ts';
 import { X509Certificate } from 'node:crypto';
 import {
   absolutePath,

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigErrors, quote } from './errors.ts';
-import { AGENT_SETTINGS, SECRET_VAR } from './env.ts';
+import { AGENT_SETTINGS } from './agent-settings.ts';
+import { SECRET_VAR } from './secret-settings.ts';
 import type { Env } from './settings.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SecretSpec } from '../contract/env.ts';
+import type { SecretSpec } from '../contract/agent-config.ts';
 import { sourceKey, type ProviderName, type SecretReference } from '../contract/reference.ts';
 import type { Logger } from '../log.ts';
 import {

@@ -1,4 +1,5 @@
-import { findFileClash, type AgentConfig } from '../contract/env.ts';
+import { findFileClash } from '../config/file-clash.ts';
+import type { AgentConfig } from '../contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';

@@ -3,16 +3,12 @@ import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  findFileClash,
-  parseAgentConfig,
-  type AgentConfig,
-  type Env,
-  type SecretSpec,
-  type SidecarSettings,
-} from '../contract/env.ts';
+import { findFileClash } from '../config/file-clash.ts';
+import { parseAgentConfig } from '../config/parse-agent-config.ts';
+import type { AgentConfig, SecretSpec, SidecarSettings } from '../contract/agent-config.ts';
+import type { Env } from '../contract/settings.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
-import { checkBackendSettings } from '../contract/preflight.ts';
+import { checkBackendSettings } from '../config/check-backend-settings.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { backoffDelay } from '../fetch/backoff.ts';
 import { describeFailure, fetchSecrets, ProviderSet, type FailedSecret } from '../fetch/fetch-secrets.ts';

@@ -1,4 +1,4 @@
-import type { AgentMode, PodIdentity } from '../contract/env.ts';
+import type { AgentMode, PodIdentity } from '../contract/agent-config.ts';
 import type { SecretReference } from '../contract/reference.ts';
 
 /**

@@ -5,15 +5,13 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
 import { withConfigFile } from '../../agent/contract/config-file.ts';
-import {
-  findFileClash,
-  parseAgentConfig,
-  parseFileMode,
-  renderSecretEnv,
-  type Env,
-} from '../../agent/contract/env.ts';
+import { findFileClash } from '../../agent/config/file-clash.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import { parseFileMode } from '../../agent/contract/file-mode.ts';
+import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
-import { checkBackendSettings } from '../../agent/contract/preflight.ts';
+import { checkBackendSettings } from '../../agent/config/check-backend-settings.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 
 function errorsOf(env: Env): { field: string; message: string }[] {

@@ -4,10 +4,11 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { AGENT_SETTINGS, CLIENT_ENV } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { CLIENT_ENV } from '../../agent/providers/provider-env.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { parseReference, type SecretReference } from '../../agent/contract/reference.ts';
-import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
+import { VAULT_ENV } from '../../agent/providers/vault/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {

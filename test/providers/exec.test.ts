@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseReference, type ExecReference } from '../../agent/contract/reference.ts';
-import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/env.ts';
 import {
   HELPER_ENV,
   openExecProvider,

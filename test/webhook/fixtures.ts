@@ -1,5 +1,5 @@
 import { Pod } from 'kubernetes-models/v1';
-import type { Env } from '../../agent/contract/env.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { parseWebhookConfig, type InjectionDefaults } from '../../webhook/config.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';
 

@@ -1,5 +1,6 @@
-import type { SecretFormat } from '../../agent/contract/env.ts';
-import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
+import type { SecretFormat } from '../../agent/contract/secret-settings.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { SECRET_SETTINGS } from '../../agent/contract/secret-settings.ts';
 import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import { findPathConflict } from '../../agent/contract/path.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';

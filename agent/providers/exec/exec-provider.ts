@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { AGENT_SETTINGS } from '../../contract/env.ts';
+import { AGENT_SETTINGS } from '../../contract/agent-settings.ts';
 import { ConfigErrors, quote } from '../../contract/errors.ts';
 import type { ExecReference } from '../../contract/reference.ts';
 import type { Env } from '../../contract/settings.ts';
@@ -107,7 +107,8 @@ function readSettings(env: Env): ExecSettings {
     return parseExecSettings(env);
   } catch (e) {
     if (!(e instanceof ConfigErrors)) throw e;
-    // The agent's preflight reports these before any fetch; this is for a provider opened without it.
+    // The agent's start-up check (agent/config/check-backend-settings.ts) reports these before any
+    // fetch; this is for a provider opened without it.
     const first = e.errors[0]!;
     throw new ProviderError('invalid', `${first.field}: ${first.problem}`, first.fix, { transient: false });
   }

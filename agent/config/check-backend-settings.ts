@@ -1,10 +1,11 @@
+import type { AgentConfig } from '../contract/agent-config.ts';
+import { ConfigError, ConfigErrors } from '../contract/errors.ts';
+import type { SecretReference } from '../contract/reference.ts';
+import type { Env } from '../contract/settings.ts';
 import { parseExecSettings, resolveHelper, type ExecSettings } from '../providers/exec/config.ts';
 import { gcpTransport } from '../providers/gcp/transport.ts';
-import { parseVaultSettings } from '../providers/vault/config.ts';
 import { ProviderError } from '../providers/provider.ts';
-import type { AgentConfig, Env } from './env.ts';
-import { ConfigError, ConfigErrors } from './errors.ts';
-import type { SecretReference } from './reference.ts';
+import { parseVaultSettings } from '../providers/vault/config.ts';
 
 /**
  * What the backends need from the agent's env, checked after parseAgentConfig and before any
