@@ -16,11 +16,8 @@ import { PassThroughClient } from 'google-auth-library';
 import { credentials, status } from '@grpc/grpc-js';
 import { parseReference, type GcpReference } from '../../agent/contract/reference.ts';
 import { crc32c } from '../../agent/providers/gcp/crc32c.ts';
-import {
-  createGcpProvider,
-  parseEndpoint,
-  type GcpProvider,
-} from '../../agent/providers/gcp/gcp-provider.ts';
+import { parseEndpoint } from '../../agent/providers/gcp/endpoint.ts';
+import { createGcpProvider, type GcpProvider } from '../../agent/providers/gcp/gcp-provider.ts';
 import { gcpTransport, PROXY_VARIABLES } from '../../agent/providers/gcp/transport.ts';
 import { ProviderError, type FetchOutcome } from '../../agent/providers/provider.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
