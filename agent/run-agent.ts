@@ -92,7 +92,7 @@ async function main(args: readonly string[]): Promise<number> {
   try {
     if (config.mode === 'sidecar') {
       // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
-      const { runSidecar } = await import('./modes/sidecar.ts');
+      const { runSidecar } = await import('./modes/sidecar/run-sidecar.ts');
       return await runSidecar(config, {
         log,
         agentVersion: packageJson.version,

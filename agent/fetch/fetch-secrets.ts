@@ -58,6 +58,11 @@ export interface FailedSecret {
   readonly endpoint: string | undefined;
 }
 
+/** A secret's name in logs and metric labels: its file (never a value), `.` for a secret split at the top level. */
+export function fileLabel(spec: Pick<SecretSpec, 'filename'>): string {
+  return spec.filename || '.';
+}
+
 /** A failed outcome of `spec`, described for a log line. */
 export function describeFailure(
   spec: SecretToFetch,
@@ -66,7 +71,7 @@ export function describeFailure(
   return {
     id: spec.id,
     ref: spec.ref.text,
-    file: spec.filename || '.',
+    file: fileLabel(spec),
     reason: outcome.error.reason,
     detail: outcome.error.message,
     endpoint: outcome.endpoint,
