@@ -11,6 +11,7 @@ import { ConfigError, ConfigErrors, valueShape } from './contract/errors.ts';
 import { checkBackendSettings } from './config/check-backend-settings.ts';
 import { loadFormats } from './format/load-formats.ts';
 import type { FormatKit } from './format/render-files.ts';
+import { helpText } from './help.ts';
 import { createLogger, type Logger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
 import { kubernetesApiUrl } from './notify/kubernetes-api-url.ts';
@@ -36,8 +37,6 @@ async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   if (args.includes('--help') || args.includes('-h')) {
-    // Loaded only here: the tables are text no real run needs.
-    const { helpText } = await import('./help.ts');
     process.stdout.write(helpText(packageJson.version));
     return 0;
   }
