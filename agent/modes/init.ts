@@ -2,7 +2,8 @@ import { findFileClash } from '../config/file-clash.ts';
 import type { AgentConfig } from '../contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
-import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
+import { fetchSecrets } from '../fetch/fetch-secrets.ts';
+import { ProviderSet } from '../fetch/provider-set.ts';
 import {
   renderFiles,
   SecretFormatError,

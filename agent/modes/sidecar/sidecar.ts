@@ -3,13 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentConfig, SecretSpec } from '../../contract/agent-config.ts';
 import { sourceKey } from '../../contract/reference.ts';
 import { backoffDelay } from '../../fetch/backoff.ts';
-import {
-  describeFailure,
-  fetchSecrets,
-  fileLabel,
-  ProviderSet,
-  type FailedSecret,
-} from '../../fetch/fetch-secrets.ts';
+import { describeFailure, fetchSecrets, fileLabel, type FailedSecret } from '../../fetch/fetch-secrets.ts';
+import { ProviderSet } from '../../fetch/provider-set.ts';
 import type { FormatKit } from '../../format/render-files.ts';
 import type { Logger } from '../../log.ts';
 import type { Notifier } from '../../notify/notifier.ts';
