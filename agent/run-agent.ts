@@ -8,6 +8,7 @@ import type { AgentConfig } from './contract/agent-config.ts';
 import { LOG_LEVELS, type LogLevel } from './contract/agent-settings.ts';
 import type { Env } from './contract/settings.ts';
 import { ConfigError, ConfigErrors, valueShape } from './contract/errors.ts';
+import { withConfigFile } from './config/agent-config-file.ts';
 import { checkBackendSettings } from './config/check-backend-settings.ts';
 import { loadFormats } from './format/load-formats.ts';
 import type { FormatKit } from './format/render-files.ts';
@@ -56,7 +57,7 @@ async function main(args: readonly string[]): Promise<number> {
   let env: Env = process.env;
   try {
     const file = process.env.AGENT_CONFIG_FILE;
-    if (file) env = (await import('./contract/config-file.ts')).withConfigFile(process.env, file);
+    if (file) env = await withConfigFile(process.env, file);
     config = parseAgentConfig(env);
   } catch (e) {
     if (e instanceof ConfigErrors || e instanceof ConfigError) return reportConfigErrors(earlyLogger(env), e);

@@ -11,7 +11,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { withConfigFile } from '../../agent/contract/config-file.ts';
+import { withConfigFile } from '../../agent/config/agent-config-file.ts';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
 import type { AgentConfig, SecretSpec } from '../../agent/contract/agent-config.ts';
@@ -984,7 +984,7 @@ const configFile = define({
       process.on('warning', onWarning);
       let thrown: unknown;
       try {
-        env = withConfigFile({}, path);
+        env = await withConfigFile({}, path);
       } catch (e) {
         thrown = e;
       } finally {

@@ -1,6 +1,7 @@
 import type { FSWatcher } from 'chokidar';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { withConfigFile } from '../../config/agent-config-file.ts';
 import { checkBackendSettings } from '../../config/check-backend-settings.ts';
 import { parseAgentConfig } from '../../config/parse-agent-config.ts';
 import { ConfigError, ConfigErrors } from '../../contract/errors.ts';
@@ -24,18 +25,15 @@ export async function watchConfigFile(
   const { env, log, notifierDeps } = deps;
   let lastText = safeRead(configFile);
   // Watch the directory: a ConfigMap update swaps a ..data symlink there and never writes the file itself.
-  // chokidar and the YAML parser load only when a config file is used.
-  const [{ watch }, { withConfigFile }] = await Promise.all([
-    import('chokidar'),
-    import('../../contract/config-file.ts'),
-  ]);
+  // chokidar loads only when a config file is used (the YAML parser with withConfigFile).
+  const { watch } = await import('chokidar');
   const watcher = watch(dirname(configFile), { ignoreInitial: true, depth: 0 });
   watcher.on('all', async () => {
     const text = safeRead(configFile);
     if (text === lastText) return;
     lastText = text;
     try {
-      const next = parseAgentConfig(withConfigFile(env, configFile));
+      const next = parseAgentConfig(await withConfigFile(env, configFile));
       const missing = checkBackendSettings(next, env);
       if (missing.length > 0) throw new ConfigErrors(missing);
       const notifiers = await loadNotifiers(next.sidecar, notifierDeps);
