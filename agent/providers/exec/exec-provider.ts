@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { AGENT_SETTINGS } from '../../contract/agent-settings.ts';
 import { ConfigErrors, quote } from '../../contract/errors.ts';
 import type { ExecReference } from '../../contract/reference.ts';
 import type { Env } from '../../contract/settings.ts';
 import { parseExecSettings, resolveHelper, type ExecSettings } from './config.ts';
 import {
+  DEFAULT_SERVICE_ACCOUNT_DIR,
   fetchEach,
   MAX_SECRET_BYTES,
   ProviderError,
@@ -116,7 +116,7 @@ function readSettings(env: Env): ExecSettings {
 
 /** The helper's whole environment (HELPER_ENV): nothing of the agent's own. */
 export function helperEnvironment(options: ProviderOptions, env: Env): Record<string, string> {
-  const saDir = options.serviceAccountDir ?? AGENT_SETTINGS.SERVICE_ACCOUNT_DIR.default!;
+  const saDir = options.serviceAccountDir ?? DEFAULT_SERVICE_ACCOUNT_DIR;
   const { namespace, name, uid } = options.pod;
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;

@@ -1,10 +1,12 @@
+import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../provider.ts';
+
 /**
  * Every variable the Vault provider reads, declared as data: the agent's misspelling check, the docs
  * tables and `--help` list them (agent/providers/provider-env.ts joins them with the other providers'),
  * and config.ts parses them. Declarations only, so knowing them never loads the Vault client.
  */
 
-export const DEFAULT_SA_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+export const DEFAULT_SA_TOKEN_FILE = `${DEFAULT_SERVICE_ACCOUNT_DIR}/token`;
 
 /** Every env variable the provider reads, with its default and meaning: docs/vault.md lists the same. */
 export const VAULT_ENV: readonly { name: string; default: string; doc: string }[] = [
