@@ -1,7 +1,9 @@
-import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from './contract/env.ts';
+import { AGENT_SETTINGS } from './contract/agent-settings.ts';
+import { SECRET_SETTINGS } from './contract/secret-settings.ts';
+import { CLIENT_ENV } from './providers/provider-env.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from './contract/reference.ts';
-import { EXEC_SETTINGS } from './providers/exec/config.ts';
-import { VAULT_ENV } from './providers/vault/config.ts';
+import { EXEC_SETTINGS } from './providers/exec/env.ts';
+import { VAULT_ENV } from './providers/vault/env.ts';
 
 /** What each exit code means: `--help` prints it, and agent/run-agent.ts returns exactly these. */
 export const EXIT_CODES: readonly { code: number; meaning: string }[] = [

@@ -1,5 +1,5 @@
 import { destination, pino, stdTimeFunctions, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import type { LogLevel } from './contract/env.ts';
+import type { LogLevel } from './contract/agent-settings.ts';
 
 export type Logger = PinoLogger;
 

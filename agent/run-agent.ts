@@ -3,11 +3,16 @@
  * snapshot.ts for the V8 start-up snapshot) only call runAgent.
  */
 import packageJson from '../package.json' with { type: 'json' };
-import { LOG_LEVELS, parseAgentConfig, type AgentConfig, type Env, type LogLevel } from './contract/env.ts';
+import { parseAgentConfig } from './config/parse-agent-config.ts';
+import type { AgentConfig } from './contract/agent-config.ts';
+import { LOG_LEVELS, type LogLevel } from './contract/agent-settings.ts';
+import type { Env } from './contract/settings.ts';
 import { ConfigError, ConfigErrors, valueShape } from './contract/errors.ts';
-import { checkBackendSettings } from './contract/preflight.ts';
+import { withConfigFile } from './config/agent-config-file.ts';
+import { checkBackendSettings } from './config/check-backend-settings.ts';
 import { loadFormats } from './format/load-formats.ts';
 import type { FormatKit } from './format/render-files.ts';
+import { helpText } from './help.ts';
 import { createLogger, type Logger } from './log.ts';
 import { formatFailureSummary, runInit } from './modes/init.ts';
 import { kubernetesApiUrl } from './notify/kubernetes-api-url.ts';
@@ -33,8 +38,6 @@ async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   if (args.includes('--help') || args.includes('-h')) {
-    // Loaded only here: the tables are text no real run needs.
-    const { helpText } = await import('./help.ts');
     process.stdout.write(helpText(packageJson.version));
     return 0;
   }
@@ -54,7 +57,7 @@ async function main(args: readonly string[]): Promise<number> {
   let env: Env = process.env;
   try {
     const file = process.env.AGENT_CONFIG_FILE;
-    if (file) env = (await import('./contract/config-file.ts')).withConfigFile(process.env, file);
+    if (file) env = await withConfigFile(process.env, file);
     config = parseAgentConfig(env);
   } catch (e) {
     if (e instanceof ConfigErrors || e instanceof ConfigError) return reportConfigErrors(earlyLogger(env), e);
@@ -89,7 +92,7 @@ async function main(args: readonly string[]): Promise<number> {
   try {
     if (config.mode === 'sidecar') {
       // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
-      const { runSidecar } = await import('./modes/sidecar.ts');
+      const { runSidecar } = await import('./modes/sidecar/run-sidecar.ts');
       return await runSidecar(config, {
         log,
         agentVersion: packageJson.version,

@@ -33,14 +33,14 @@ const WITH_GCP_FLAG = '--with-gcp';
  */
 async function evaluateModules(withGcp: boolean): Promise<void> {
   await Promise.all([
-    import('./providers/aws.ts'),
-    import('./providers/file.ts'),
-    import('./providers/vault.ts'),
+    import('./providers/aws/aws-provider.ts'),
+    import('./providers/file/file-provider.ts'),
+    import('./providers/vault/vault-provider.ts'),
     import('./contract/config-file.ts'),
     ...(withGcp
       ? [
-          import('./providers/gcp.ts'),
-          // What agent/providers/gcp.ts loads for REST (images/build.ts makes its http Agents lazy).
+          import('./providers/gcp/gcp-provider.ts'),
+          // What agent/providers/gcp/gcp-provider.ts loads for REST (images/build.ts makes its http Agents lazy).
           import('google-gax/fallback'),
         ]
       : []),
@@ -109,7 +109,7 @@ async function warmAwsSdk(): Promise<void> {
 }
 
 /**
- * Makes a GCP REST client the way agent/providers/gcp.ts does, so google-gax's cache of the service's
+ * Makes a GCP REST client the way agent/providers/gcp/gcp-provider.ts does, so google-gax's cache of the service's
  * protobuf definitions, built from their JSON for the first client of a process (the larger part of
  * a GCP run's start), is in the snapshot: every client a pod makes takes its definitions from there.
  * No request: gax's REST stub sends through the global Headers, which loads undici (see above). The

@@ -784,7 +784,7 @@ export function errorSymptom(row: Pick<ErrorRow, 'errorClass' | 'file'>): Sympto
 export function logSymptom(row: Pick<LogRow, 'file'>): Symptom {
   const { file } = row;
   if (/^agent\/(modes\/init|main)\.ts$/.test(file)) return 'delivery';
-  if (/^agent\/(modes\/sidecar\.ts$|fetch\/)/.test(file)) return 'refresh';
+  if (/^agent\/(modes\/sidecar\/|fetch\/)/.test(file)) return 'refresh';
   if (/^agent\/(notify|proc)\//.test(file)) return 'notify';
   if (file.startsWith('webhook/')) return 'webhook';
   throw new Error(

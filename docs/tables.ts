@@ -4,13 +4,15 @@
  * `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`; test/docs.test.ts fails when they differ.
  */
 import type { Registry } from 'prom-client';
-import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
+import { SECRET_SETTINGS } from '../agent/contract/secret-settings.ts';
+import { CLIENT_ENV } from '../agent/providers/provider-env.ts';
 import { PRODUCT_ANNOTATIONS } from '../agent/contract/product-annotations.ts';
 import { KEY_SUFFIX_DOC, REFERENCE_FORMS } from '../agent/contract/reference.ts';
 import { ProviderError, type FailureReason } from '../agent/providers/provider.ts';
-import { HELPER_ENV } from '../agent/providers/exec.ts';
-import { EXEC_SETTINGS } from '../agent/providers/exec/config.ts';
-import { VAULT_ENV } from '../agent/providers/vault/config.ts';
+import { HELPER_ENV } from '../agent/providers/exec/exec-provider.ts';
+import { EXEC_SETTINGS } from '../agent/providers/exec/env.ts';
+import { VAULT_ENV } from '../agent/providers/vault/env.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';

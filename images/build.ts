@@ -59,7 +59,7 @@ const lazyBuiltins: Plugin = {
   },
 };
 
-// GCP (agent/providers/gcp.ts):
+// GCP (agent/providers/gcp/gcp-provider.ts):
 /**
  * @google-cloud/secret-manager and google-gax re-export generated protobufjs classes for every
  * message (`protos`, `IamProtos`, `LocationProtos`, `operationsProtos`): ~1 MB minified that only
@@ -83,7 +83,7 @@ const gcpStaticProtos: Plugin = {
  * google-gax's main entry loads @grpc/grpc-js (~270 KB of the bundle, ~20 ms and ~4 MiB at start-up) even
  * for a client that talks REST. The Secret Manager client module requires it by its bare name for two
  * things only, a logging switch and decodeAnyProtosInArray (for an error's statusDetails); it is handed
- * the entry of its transport when constructed (agent/providers/gcp.ts: `google-gax/build/src/index.js`
+ * the entry of its transport when constructed (agent/providers/gcp/gcp-provider.ts: `google-gax/build/src/index.js`
  * for gRPC, `google-gax/fallback` for REST, each a lazily loaded chunk). So the bare `google-gax` becomes
  * a module with those two, taken from where google-gax's own entry takes them. Exactly the bare name: the
  * entries' own paths are untouched. test/providers/gcp.test.ts checks the client reads nothing else.

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { AGENT_SETTINGS, CLIENT_ENV, SECRET_SETTINGS } from '../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
+import { SECRET_SETTINGS } from '../agent/contract/secret-settings.ts';
+import { CLIENT_ENV } from '../agent/providers/provider-env.ts';
 import {
   EXEC_HELPER_TABLES,
   GENERATED_DOCS,

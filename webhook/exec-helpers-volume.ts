@@ -1,5 +1,5 @@
 import { ConfigError, quote } from '../agent/contract/errors.ts';
-import { DEFAULT_HELPERS_DIR } from '../agent/providers/exec/config.ts';
+import { DEFAULT_HELPERS_DIR } from '../agent/providers/exec/env.ts';
 
 /**
  * EXEC_HELPERS_VOLUME: where the helper programs of `exec:` references come from, as the cluster

@@ -1,4 +1,5 @@
-import type { AGENT_SETTINGS, SecretFormat } from '../agent/contract/env.ts';
+import type { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
+import type { SecretFormat } from '../agent/contract/secret-settings.ts';
 import type { ProviderName } from '../agent/contract/reference.ts';
 import type { InjectionMode } from './annotations/values.ts';
 import type { ExecHelpersVolume } from './exec-helpers-volume.ts';

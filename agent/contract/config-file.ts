@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, ConfigErrors, quote } from './errors.ts';
-import { AGENT_SETTINGS, SECRET_VAR } from './env.ts';
 import type { Env } from './settings.ts';
 
 /**
@@ -68,18 +67,4 @@ export function readConfigFile(path: string, field: string, isSetting: (key: str
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
   return env;
-}
-
-/** Keys AGENT_CONFIG_FILE may hold: the agent's settings and SECRET_<N>_* (not the file's own name). */
-function isAgentFileSetting(key: string): boolean {
-  return (Object.hasOwn(AGENT_SETTINGS, key) && key !== 'AGENT_CONFIG_FILE') || SECRET_VAR.test(key);
-}
-
-/**
- * The agent's env with AGENT_CONFIG_FILE's settings laid over it (the file wins: it is the one edited
- * live). The agent imports this module only when a file is configured: the YAML parser is ~140 KB an
- * init container would otherwise load for nothing.
- */
-export function withConfigFile(env: Env, path: string): Env {
-  return { ...env, ...readConfigFile(path, 'AGENT_CONFIG_FILE', isAgentFileSetting) };
 }

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SecretSpec } from '../contract/env.ts';
+import type { SecretSpec } from '../contract/agent-config.ts';
 import { sourceKey, type ProviderName, type SecretReference } from '../contract/reference.ts';
 import type { Logger } from '../log.ts';
 import {
@@ -9,13 +9,10 @@ import {
   type FetchContext,
   type FetchOutcome,
   type Provider,
-  type ProviderFactory,
-  type ProviderOptions,
-  type ReleaseOutcome,
   type SecretValue,
 } from '../providers/provider.ts';
-import { PROVIDERS } from '../providers/registry.ts';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import type { ProviderSet } from './provider-set.ts';
 
 /**
  * Per-attempt time budget: a third of the deadline, so one hung connection leaves time for two more
@@ -58,6 +55,11 @@ export interface FailedSecret {
   readonly endpoint: string | undefined;
 }
 
+/** A secret's name in logs and metric labels: its file (never a value), `.` for a secret split at the top level. */
+export function fileLabel(spec: Pick<SecretSpec, 'filename'>): string {
+  return spec.filename || '.';
+}
+
 /** A failed outcome of `spec`, described for a log line. */
 export function describeFailure(
   spec: SecretToFetch,
@@ -66,7 +68,7 @@ export function describeFailure(
   return {
     id: spec.id,
     ref: spec.ref.text,
-    file: spec.filename || '.',
+    file: fileLabel(spec),
     reason: outcome.error.reason,
     detail: outcome.error.message,
     endpoint: outcome.endpoint,
@@ -86,73 +88,6 @@ export interface FetchOptions {
   readonly known?: ReadonlyMap<string, SecretValue>;
   /** Told about every provider call: for metrics. */
   readonly observe?: (provider: ProviderName, durationMs: number, outcomes: readonly FetchOutcome[]) => void;
-}
-
-/** Providers loaded so far, one per backend, created on first use. */
-export class ProviderSet {
-  readonly #providers = new Map<ProviderName, Promise<Provider>>();
-  readonly #kept = new Set<ProviderName>();
-  readonly #options: ProviderOptions;
-
-  constructor(options: ProviderOptions) {
-    this.#options = options;
-  }
-
-  get(name: ProviderName): Promise<Provider> {
-    let provider = this.#providers.get(name);
-    if (!provider) {
-      // Each registry entry's factory takes its own reference type; the caller routes refs by provider name.
-      const load = PROVIDERS[name] as (() => Promise<ProviderFactory<SecretReference>>) | undefined;
-      provider = load
-        ? load().then((factory) => factory(this.#options))
-        : Promise.reject(
-            new ProviderError(
-              'invalid',
-              `the ${name} provider is not part of this build`,
-              'use a build that includes it',
-              { transient: false },
-            ),
-          );
-      this.#providers.set(name, provider);
-    }
-    return provider;
-  }
-
-  /** Starts background upkeep in every provider loaded so far (idempotent per provider). */
-  async keepAlive(refetch: (provider: ProviderName, reason: string) => void): Promise<void> {
-    for (const [name, p] of this.#providers) {
-      if (this.#kept.has(name)) continue;
-      const provider = await p.catch(() => undefined);
-      if (!provider?.keepAlive) continue;
-      this.#kept.add(name);
-      provider.keepAlive((reason) => refetch(name, reason));
-    }
-  }
-
-  /** Asks every provider loaded so far to give back what it holds on its backend (a stopping sidecar). */
-  async release(signal: AbortSignal): Promise<{ provider: ProviderName; outcome: ReleaseOutcome }[]> {
-    const released = await Promise.all(
-      [...this.#providers].map(async ([name, p]) => {
-        const provider = await p.catch(() => undefined);
-        const outcomes = provider?.release ? await provider.release(signal).catch(() => []) : [];
-        return outcomes.map((outcome) => ({ provider: name, outcome }));
-      }),
-    );
-    return released.flat();
-  }
-
-  /** Closes every provider loaded so far and waits until their clients are gone; idempotent. */
-  async close(): Promise<void> {
-    const loaded = [...this.#providers.values()];
-    this.#providers.clear();
-    this.#kept.clear();
-    await Promise.all(
-      loaded.map(async (p) => {
-        const provider = await p.catch(() => undefined);
-        await Promise.resolve(provider?.close?.()).catch(() => undefined);
-      }),
-    );
-  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { SecretSpec } from '../contract/env.ts';
+import type { SecretSpec } from '../contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import type { FormatKit } from './render-files.ts';
 import { ValueFormatError } from './structured-formats.ts';

@@ -1,4 +1,4 @@
-import type { SecretSpec } from '../contract/env.ts';
+import type { SecretSpec } from '../contract/agent-config.ts';
 import { ConfigError } from '../contract/errors.ts';
 import { validateRelativePath } from '../contract/path.ts';
 import { sourceKey } from '../contract/reference.ts';

@@ -1,7 +1,9 @@
-import { findFileClash, type AgentConfig } from '../contract/env.ts';
+import { findFileClash } from '../config/file-clash.ts';
+import type { AgentConfig } from '../contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import { sourceKey } from '../contract/reference.ts';
-import { fetchSecrets, ProviderSet } from '../fetch/fetch-secrets.ts';
+import { fetchSecrets } from '../fetch/fetch-secrets.ts';
+import { ProviderSet } from '../fetch/provider-set.ts';
 import {
   renderFiles,
   SecretFormatError,
@@ -12,7 +14,8 @@ import {
 import type { Logger } from '../log.ts';
 import { deliveredMessage } from '../notify/open-pod-events.ts';
 import type { PodEventRecorder } from '../notify/pod-events.ts';
-import { AtomicDir, WriteError } from '../write/atomic-dir.ts';
+import { WriteError } from '../write/atomic-dir.ts';
+import { openSecretsDir } from './open-secrets-dir.ts';
 
 /** One secret that could not be delivered: what it was, why, and what to do. Never a value. */
 export interface SecretFailure {
@@ -47,14 +50,7 @@ export async function runInit(
   config: AgentConfig,
   { log, agentVersion, formats, events }: InitDeps,
 ): Promise<InitResult> {
-  const dir = await AtomicDir.open(config.secretsDir, {
-    setName: config.setName,
-    requireMemoryFs: config.requireMemoryFs,
-  });
-  if (dir.leftoversRemoved.length > 0)
-    log.info({ removed: dir.leftoversRemoved }, 'removed what an interrupted run left in the volume');
-  if (dir.linksRestored.length > 0)
-    log.info({ restored: dir.linksRestored }, 'made the links an interrupted run did not make');
+  const dir = await openSecretsDir(config, log);
   const providers = new ProviderSet({
     pod: config.pod,
     agentVersion,

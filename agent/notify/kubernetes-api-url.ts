@@ -1,4 +1,4 @@
-import type { Env } from '../contract/env.ts';
+import type { Env } from '../contract/settings.ts';
 
 /** The in-cluster API server address the kubelet gives every container, or undefined outside a pod. */
 export function kubernetesApiUrl(env: Env): string | undefined {

@@ -1,4 +1,4 @@
-import type { PodIdentity, SidecarSettings } from '../contract/env.ts';
+import type { PodIdentity, SidecarSettings } from '../contract/agent-config.ts';
 import type { Logger } from '../log.ts';
 
 /** One swap that changed the set: what the app is told about. Versions, file names: never values. */

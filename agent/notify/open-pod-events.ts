@@ -1,4 +1,4 @@
-import type { AgentConfig } from '../contract/env.ts';
+import type { AgentConfig } from '../contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../contract/errors.ts';
 import type { FileEntry } from '../format/render-files.ts';
 import type { Logger } from '../log.ts';

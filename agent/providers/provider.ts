@@ -1,4 +1,4 @@
-import type { AgentMode, PodIdentity } from '../contract/env.ts';
+import type { AgentMode, PodIdentity } from '../contract/agent-config.ts';
 import type { SecretReference } from '../contract/reference.ts';
 
 /**
@@ -120,11 +120,14 @@ export interface ReleaseOutcome {
   readonly fix?: string;
 }
 
+/** Where Kubernetes mounts a pod's service-account token and ca.crt. */
+export const DEFAULT_SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
 export interface ProviderOptions {
   readonly pod: PodIdentity;
   /** The agent's version, for user agents. */
   readonly agentVersion: string;
-  /** Where the pod's service-account token and ca.crt are (SERVICE_ACCOUNT_DIR); default the standard mount. */
+  /** Where the pod's service-account token and ca.crt are (SERVICE_ACCOUNT_DIR); default DEFAULT_SERVICE_ACCOUNT_DIR. */
   readonly serviceAccountDir?: string;
   /** What the agent runs as (a provider may tune its transport to it); init when absent. */
   readonly mode?: AgentMode;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { SecretFormat, SecretSpec } from '../../agent/contract/env.ts';
+import type { SecretSpec } from '../../agent/contract/agent-config.ts';
+import type { SecretFormat } from '../../agent/contract/secret-settings.ts';
 import { parseReference } from '../../agent/contract/reference.ts';
 import { renderFiles, SecretFormatError } from '../../agent/format/render-files.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseAgentConfig, type SecretSpec } from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import type { SecretSpec } from '../../agent/contract/agent-config.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { loadFormats } from '../../agent/format/load-formats.ts';
 import { renderFiles, SecretFormatError } from '../../agent/format/render-files.ts';

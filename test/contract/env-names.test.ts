@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { editDistance, FOREIGN_ENV } from '../../agent/contract/env-names.ts';
-import { CLIENT_ENV, parseAgentConfig, type Env } from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import type { Env } from '../../agent/contract/settings.ts';
+import { CLIENT_ENV } from '../../agent/providers/provider-env.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
-import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
-import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/env.ts';
+import { VAULT_ENV } from '../../agent/providers/vault/env.ts';
 
 /** A configuration that parses, to which each case adds variables. */
 const VALID: Env = { SECRET_0_REF: 'aws:db', SECRET_0_FILENAME: 'db', AWS_REGION: 'eu-west-1' };

@@ -4,16 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
-import { withConfigFile } from '../../agent/contract/config-file.ts';
-import {
-  findFileClash,
-  parseAgentConfig,
-  parseFileMode,
-  renderSecretEnv,
-  type Env,
-} from '../../agent/contract/env.ts';
+import { withConfigFile } from '../../agent/config/agent-config-file.ts';
+import { findFileClash } from '../../agent/config/file-clash.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import { parseFileMode } from '../../agent/contract/file-mode.ts';
+import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
-import { checkBackendSettings } from '../../agent/contract/preflight.ts';
+import { checkBackendSettings } from '../../agent/config/check-backend-settings.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 
 function errorsOf(env: Env): { field: string; message: string }[] {
@@ -291,7 +289,7 @@ describe('split directories', () => {
 });
 
 describe('AGENT_CONFIG_FILE', () => {
-  it('lays the file over env, accepting only the agent’s settings and SECRET_<N>_*', () => {
+  it('lays the file over env, accepting only the agent’s settings and SECRET_<N>_*', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'secret-agent-cfg-'));
     try {
       const file = join(dir, 'agent.yaml');
@@ -299,13 +297,15 @@ describe('AGENT_CONFIG_FILE', () => {
         file,
         'REFRESH_INTERVAL: 2m\nSECRET_0_REF: aws:db\nSECRET_0_FILENAME: db\nREQUIRE_MEMORY_FS: false\n',
       );
-      const config = parseAgentConfig(withConfigFile({ REFRESH_INTERVAL: '5m', SECRETS_DIR: '/s' }, file));
+      const config = parseAgentConfig(
+        await withConfigFile({ REFRESH_INTERVAL: '5m', SECRETS_DIR: '/s' }, file),
+      );
       assert.equal(config.sidecar.refreshIntervalMs, 120_000, 'the file wins over env');
       assert.equal(config.secretsDir, '/s');
       assert.equal(config.requireMemoryFs, false);
 
       writeFileSync(file, 'VAULT_ADDR: http://x\nAGENT_CONFIG_FILE: /other\nSECRET_0_REF: [a]\n');
-      assert.throws(
+      await assert.rejects(
         () => withConfigFile({}, file),
         (e: unknown) => {
           assert.ok(e instanceof ConfigErrors);
@@ -321,8 +321,8 @@ describe('AGENT_CONFIG_FILE', () => {
         },
       );
       writeFileSync(file, 'SECRET_0_REF: "unterminated\n');
-      assert.throws(() => withConfigFile({}, file), /is not valid YAML or JSON/);
-      assert.throws(() => withConfigFile({}, join(dir, 'missing.yaml')), /cannot read .*ENOENT/);
+      await assert.rejects(() => withConfigFile({}, file), /is not valid YAML or JSON/);
+      await assert.rejects(() => withConfigFile({}, join(dir, 'missing.yaml')), /cannot read .*ENOENT/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -4,10 +4,11 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { AGENT_SETTINGS, CLIENT_ENV } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { CLIENT_ENV } from '../../agent/providers/provider-env.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { parseReference, type SecretReference } from '../../agent/contract/reference.ts';
-import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
+import { VAULT_ENV } from '../../agent/providers/vault/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
@@ -230,7 +231,7 @@ export function checkAdmission(md: string): PodDoc[] {
 // ---------------------------------------------------------------------------------------------
 // AWS
 
-/** `secretsmanager:<Name>` for every `<Name>Command` agent/providers/aws.ts imports and sends. */
+/** `secretsmanager:<Name>` for every `<Name>Command` agent/providers/aws/aws-provider.ts imports and sends. */
 export function awsActionsFromCode(source: string): Set<string> {
   const sdkImports = [...source.matchAll(/from\s+'(@aws-sdk\/[^']+)'/g)].map((m) => m[1]);
   assert.deepEqual(
@@ -293,7 +294,7 @@ export function checkAwsPolicy(
   assert.deepEqual(
     [...granted].sort(),
     [...codeActions].sort(),
-    'the policy must list exactly the Secrets Manager requests agent/providers/aws.ts sends',
+    'the policy must list exactly the Secrets Manager requests agent/providers/aws/aws-provider.ts sends',
   );
   for (const action of actionsNamedInCode)
     assert.ok(
@@ -391,7 +392,7 @@ const GCP_PERMISSION: Record<string, string> = {
   ListSecrets: 'secretmanager.secrets.list',
 };
 
-/** Permissions for the Secret Manager RPCs agent/providers/gcp.ts calls, by the client's method names. */
+/** Permissions for the Secret Manager RPCs agent/providers/gcp/gcp-provider.ts calls, by the client's method names. */
 export function gcpPermissionsFromCode(source: string): Set<string> {
   const protos = createRequire(import.meta.url)('@google-cloud/secret-manager/build/protos/protos.json') as {
     nested: Record<string, Json>;
@@ -416,7 +417,7 @@ export function checkGcpGuide(md: string, permissions: ReadonlySet<string>): voi
   assert.deepEqual(
     role[1]!.split(',').sort(),
     [...permissions].sort(),
-    'the custom role must hold exactly the permissions of the RPCs agent/providers/gcp.ts calls',
+    'the custom role must hold exactly the permissions of the RPCs agent/providers/gcp/gcp-provider.ts calls',
   );
   for (const p of permissions) assert.ok(md.includes(`\`${p}\``), `gke.md must explain ${p}`);
 
@@ -679,10 +680,10 @@ export function checkUpgradeFacts(md: string): void {
 
 // ---------------------------------------------------------------------------------------------
 
-const awsSource = read('agent/providers/aws.ts');
+const awsSource = read('agent/providers/aws/aws-provider.ts');
 const awsActions = awsActionsFromCode(awsSource);
 const awsNamed = [...new Set([...awsSource.matchAll(/\b(?:secretsmanager|kms):[A-Z]\w+/g)].map((m) => m[0]))];
-const gcpPermissions = gcpPermissionsFromCode(read('agent/providers/gcp.ts'));
+const gcpPermissions = gcpPermissionsFromCode(read('agent/providers/gcp/gcp-provider.ts'));
 const vaultUpkeep = vaultUpkeepFromCode(read('agent/providers/vault/http.ts'));
 
 describe('install guides: what the code calls is what they grant', () => {

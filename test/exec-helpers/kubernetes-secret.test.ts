@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { parseReference, type ExecReference } from '../../agent/contract/reference.ts';
-import { openExecProvider } from '../../agent/providers/exec.ts';
-import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
+import { openExecProvider } from '../../agent/providers/exec/exec-provider.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/env.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {

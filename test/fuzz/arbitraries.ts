@@ -1,5 +1,7 @@
 import fc from 'fast-check';
-import { AGENT_SETTINGS, SECRET_SETTINGS, type SecretEnvInput } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import type { SecretEnvInput } from '../../agent/contract/render-secret-env.ts';
+import { SECRET_SETTINGS } from '../../agent/contract/secret-settings.ts';
 import { validateRelativePath } from '../../agent/contract/path.ts';
 import { PRODUCT_ANNOTATIONS } from '../../agent/contract/product-annotations.ts';
 import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';

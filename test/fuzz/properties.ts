@@ -11,15 +11,12 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { withConfigFile } from '../../agent/contract/config-file.ts';
+import { withConfigFile } from '../../agent/config/agent-config-file.ts';
 import { formatDuration, parseDuration } from '../../agent/contract/duration.ts';
-import {
-  parseAgentConfig,
-  renderSecretEnv,
-  type AgentConfig,
-  type Env,
-  type SecretSpec,
-} from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import type { AgentConfig, SecretSpec } from '../../agent/contract/agent-config.ts';
+import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { findPathConflict, validateRelativePath } from '../../agent/contract/path.ts';
 import { parseReference, sourceKey, type SecretReference } from '../../agent/contract/reference.ts';
@@ -988,7 +985,7 @@ const configFile = define({
       process.on('warning', onWarning);
       let thrown: unknown;
       try {
-        env = withConfigFile({}, path);
+        env = await withConfigFile({}, path);
       } catch (e) {
         thrown = e;
       } finally {

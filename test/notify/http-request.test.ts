@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
-import type { SidecarSettings } from '../../agent/contract/env.ts';
+import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import { createHttpRequestNotifier, retryAfter } from '../../agent/notify/http-request.ts';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { RotationEvent } from '../../agent/notify/notifier.ts';

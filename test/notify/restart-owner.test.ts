@@ -7,7 +7,7 @@ import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v
 import { pino } from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
-import type { SidecarSettings } from '../../agent/contract/env.ts';
+import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { Notifier, RotationEvent } from '../../agent/notify/notifier.ts';
 import { createKubernetesClient, type PatchType } from '../../agent/notify/kubernetes-client.ts';

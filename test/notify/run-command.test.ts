@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
-import type { SidecarSettings } from '../../agent/contract/env.ts';
+import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { RotationEvent } from '../../agent/notify/notifier.ts';
 import { commandArgv, createRunCommandNotifier } from '../../agent/notify/run-command.ts';

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { createNotifiers } from '../../agent/notify/create-notifiers.ts';
 import type { NotifierDeps, RotationEvent } from '../../agent/notify/notifier.ts';
-import type { SidecarSettings } from '../../agent/contract/env.ts';
+import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 
 const EVENT: RotationEvent = { versions: { SECRET_0: 'v2' }, changedFiles: ['db-password'] };

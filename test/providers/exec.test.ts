@@ -18,14 +18,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseReference, type ExecReference } from '../../agent/contract/reference.ts';
-import { EXEC_SETTINGS } from '../../agent/providers/exec/config.ts';
+import { EXEC_SETTINGS } from '../../agent/providers/exec/env.ts';
 import {
   HELPER_ENV,
   openExecProvider,
   readStderr,
   STDERR_SHOWN,
   VERSION_LINE,
-} from '../../agent/providers/exec.ts';
+} from '../../agent/providers/exec/exec-provider.ts';
 import { ProviderError, type FetchOutcome, type Provider } from '../../agent/providers/provider.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { eventually, memoryDir, runAgent, startAgent } from '../support/run-agent.ts';

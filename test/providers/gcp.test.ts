@@ -15,8 +15,9 @@ import { SecretManagerServiceClient } from '@google-cloud/secret-manager';
 import { PassThroughClient } from 'google-auth-library';
 import { credentials, status } from '@grpc/grpc-js';
 import { parseReference, type GcpReference } from '../../agent/contract/reference.ts';
-import { crc32c } from '../../agent/providers/gcp-crc32c.ts';
-import { createGcpProvider, parseEndpoint, type GcpProvider } from '../../agent/providers/gcp.ts';
+import { crc32c } from '../../agent/providers/gcp/crc32c.ts';
+import { parseEndpoint } from '../../agent/providers/gcp/endpoint.ts';
+import { createGcpProvider, type GcpProvider } from '../../agent/providers/gcp/gcp-provider.ts';
 import { gcpTransport, PROXY_VARIABLES } from '../../agent/providers/gcp/transport.ts';
 import { ProviderError, type FetchOutcome } from '../../agent/providers/provider.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
@@ -1142,8 +1143,10 @@ describe('the bundle', () => {
       outputs
         .filter(([, o]) => Object.keys(o.inputs).some((i) => i.includes(`node_modules/${pkg}/`)))
         .map(([n]) => n);
-    const gcp = outputs.find(([, o]) => Object.keys(o.inputs).includes('agent/providers/gcp.ts'))?.[0];
-    assert.ok(gcp, 'a chunk holds agent/providers/gcp.ts');
+    const gcp = outputs.find(([, o]) =>
+      Object.keys(o.inputs).includes('agent/providers/gcp/gcp-provider.ts'),
+    )?.[0];
+    assert.ok(gcp, 'a chunk holds agent/providers/gcp/gcp-provider.ts');
     /** What loading `from` loads with it: its static imports, transitively. */
     const loadedWith = (from: string): Set<string> => {
       const seen = new Set([from]);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { parseReference, type VaultReference } from '../../agent/contract/reference.ts';
 import type { SecretValue } from '../../agent/providers/provider.ts';
-import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault.ts';
+import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault/vault-provider.ts';
 import type { SessionEvent } from '../../agent/providers/vault/session.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FakeVault } from '../fakes/vault.ts';

@@ -10,12 +10,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import type { SecretSpec } from '../../agent/contract/env.ts';
+import type { SecretSpec } from '../../agent/contract/agent-config.ts';
 import { parseReference, type VaultReference } from '../../agent/contract/reference.ts';
 import { renderFiles } from '../../agent/format/render-files.ts';
 import { ProviderError, type FetchOutcome, type SecretValue } from '../../agent/providers/provider.ts';
-import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault.ts';
-import { VAULT_ENV } from '../../agent/providers/vault/config.ts';
+import { openVaultProvider, type VaultProvider } from '../../agent/providers/vault/vault-provider.ts';
+import { VAULT_ENV } from '../../agent/providers/vault/env.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FakeVault } from '../fakes/vault.ts';
 import { FakeGoogleIam } from '../fakes/google-iam.ts';

@@ -2,7 +2,7 @@ import { nodeOptions } from '../../webhook/render/agent-env.ts';
 import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseAgentConfig } from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
 import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';

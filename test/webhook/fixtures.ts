@@ -1,5 +1,5 @@
 import { Pod } from 'kubernetes-models/v1';
-import type { Env } from '../../agent/contract/env.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import type { InjectionDefaults } from '../../webhook/config/injection-defaults.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../../webhook/apply-patch.ts';

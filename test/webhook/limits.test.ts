@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
 import { describe, it } from 'node:test';
-import { parseAgentConfig } from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES } from '../../agent/contract/value-limits.ts';
 import { admitPod, MAX_SHOWN_PROBLEMS } from '../../webhook/admission/admit-pod.ts';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
-import type { SidecarSettings } from '../../agent/contract/env.ts';
+import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import {
   RESTARTED_FOR_ANNOTATION,
   STATUS_ANNOTATION,

@@ -1,5 +1,7 @@
 import { hash } from 'node:crypto';
-import { parseAgentConfig, SECRET_VAR, type Env } from '../../agent/contract/env.ts';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import { SECRET_VAR } from '../../agent/contract/secret-settings.ts';
+import type { Env } from '../../agent/contract/settings.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAnnotationName } from '../annotations/file-annotations.ts';

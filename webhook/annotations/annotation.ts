@@ -1,4 +1,4 @@
-import type { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { ANNOTATION_PREFIX } from '../../agent/contract/product-annotations.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { SECRET_FORMATS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
+import { SECRET_FORMATS, SECRET_SETTINGS } from '../../agent/contract/secret-settings.ts';
 import { validateRelativePath } from '../../agent/contract/path.ts';
 import { parseReference, type SecretReference } from '../../agent/contract/reference.ts';
 import { compileTemplate } from '../../agent/format/template.ts';

@@ -1,4 +1,4 @@
-import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { annotation, type Annotation, type Echo } from './annotation.ts';
 import { DNS_SUBDOMAIN } from '../kubernetes-names.ts';
 import {

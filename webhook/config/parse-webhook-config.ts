@@ -1,5 +1,5 @@
 import { readConfigFile } from '../../agent/contract/config-file.ts';
-import type { LogLevel } from '../../agent/contract/env.ts';
+import type { LogLevel } from '../../agent/contract/agent-settings.ts';
 import { ConfigError, ConfigErrors } from '../../agent/contract/errors.ts';
 import { settingsReader, type Env, type Setting } from '../../agent/contract/settings.ts';
 import { absolutePath } from '../annotations/values.ts';

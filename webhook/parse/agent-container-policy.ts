@@ -1,4 +1,4 @@
-import { AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../injected-names.ts';

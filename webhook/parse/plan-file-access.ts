@@ -1,4 +1,5 @@
-import { AGENT_SETTINGS, SECRET_SETTINGS } from '../../agent/contract/env.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { SECRET_SETTINGS } from '../../agent/contract/secret-settings.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { FileAccess, SecretFileRequest } from '../injection-request.ts';

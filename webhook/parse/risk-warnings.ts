@@ -1,4 +1,4 @@
-import { SECRET_SETTINGS } from '../../agent/contract/env.ts';
+import { SECRET_SETTINGS } from '../../agent/contract/secret-settings.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { attempt, type FileValues, type PodValues } from './read-annotations.ts';
 

@@ -1,4 +1,5 @@
-import { AGENT_SETTINGS, type AgentMode } from '../../agent/contract/env.ts';
+import type { AgentMode } from '../../agent/contract/agent-config.ts';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 import {

@@ -1,4 +1,6 @@
-import { renderSecretEnv, type AgentMode, type AGENT_SETTINGS } from '../../agent/contract/env.ts';
+import type { AgentMode } from '../../agent/contract/agent-config.ts';
+import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 
 /** A container env entry as the Pod API takes it. */

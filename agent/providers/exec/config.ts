@@ -1,35 +1,16 @@
 import { accessSync, constants, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, sep } from 'node:path';
 import { ConfigErrors, quote, type ConfigError } from '../../contract/errors.ts';
-import { absolutePath, count, duration, setting, settingsReader, type Env } from '../../contract/settings.ts';
+import { settingsReader, type Env } from '../../contract/settings.ts';
 import { ProviderError } from '../provider.ts';
+import { EXEC_SETTINGS } from './env.ts';
 
 /**
- * The exec provider's settings and the check that a helper may run: read at start-up (the agent's
- * preflight, so a missing helper is a configuration error found before any fetch) and again before
- * every run (the volume may have changed under a sidecar). Kept apart from the provider so the
- * contract can name these settings without loading child_process code.
+ * The exec provider's settings (declared in env.ts) and the check that a helper may run: read at
+ * start-up (agent/config/check-backend-settings.ts, so a missing helper is a configuration error found
+ * before any fetch) and again before every run (the volume may have changed under a sidecar). Kept
+ * apart from the provider so start-up checks run without loading child_process code.
  */
-
-export const DEFAULT_HELPERS_DIR = '/secret-agent/helpers';
-
-export const EXEC_SETTINGS = {
-  EXEC_HELPERS_DIR: setting({
-    default: DEFAULT_HELPERS_DIR,
-    doc: 'Directory of the helper programs `exec:HELPER/…` runs: the volume the platform team provides (the webhook mounts it here, read-only). Only plain file names in it run; a link out of it is refused.',
-    parse: absolutePath,
-  }),
-  EXEC_TIMEOUT: setting({
-    default: '10s',
-    doc: 'How long one helper run may take; then its whole process group is killed and the run counts as a transient timeout (retried).',
-    parse: duration(100, 300_000, '10s or 1m'),
-  }),
-  EXEC_CONCURRENCY: setting({
-    default: '4',
-    doc: 'How many helpers run at once.',
-    parse: count(1, 64),
-  }),
-} as const;
 
 export interface ExecSettings {
   readonly helpersDir: string;

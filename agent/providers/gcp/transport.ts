@@ -1,10 +1,11 @@
-import type { AgentMode, Env } from '../../contract/env.ts';
+import type { AgentMode } from '../../contract/agent-config.ts';
+import type { Env } from '../../contract/settings.ts';
 import { quote } from '../../contract/errors.ts';
 import { ProviderError } from '../provider.ts';
 
 /**
- * GCP_TRANSPORT: how the agent talks to Secret Manager. Apart from ../gcp.ts so that start-up checks
- * (agent/contract/preflight.ts) read it without loading the client library.
+ * GCP_TRANSPORT: how the agent talks to Secret Manager. Apart from gcp-provider.ts so that start-up checks
+ * (agent/config/check-backend-settings.ts) read it without loading the client library.
  */
 export const GCP_TRANSPORTS = ['rest', 'grpc'] as const;
 export type GcpTransport = (typeof GCP_TRANSPORTS)[number];

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { sourceKey, type VaultReference } from '../contract/reference.ts';
+import { sourceKey, type VaultReference } from '../../contract/reference.ts';
 import {
   fetchEach,
   ProviderError,
@@ -7,14 +7,14 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
-import { createAuthenticator } from './vault/auth.ts';
-import { systemClock, type Clock } from './vault/clock.ts';
-import { parseVaultSettings } from './vault/config.ts';
-import { vaultError } from './vault/errors.ts';
-import { createVaultApi, VaultResponseError, type VaultEnvelope } from './vault/http.ts';
-import { KvMounts, type ReadPlan } from './vault/kv.ts';
-import { VaultSession } from './vault/session.ts';
+} from '../provider.ts';
+import { createAuthenticator } from './auth.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { parseVaultSettings } from './config.ts';
+import { vaultError } from './errors.ts';
+import { createVaultApi, VaultResponseError, type VaultEnvelope } from './http.ts';
+import { KvMounts, type ReadPlan } from './kv.ts';
+import { VaultSession } from './session.ts';
 
 /**
  * HashiCorp Vault. A reference names a logical path (`vault:secret/data/app`, `vault:kv1/app`,

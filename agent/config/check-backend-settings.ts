@@ -1,10 +1,11 @@
+import type { AgentConfig } from '../contract/agent-config.ts';
+import { ConfigError, ConfigErrors } from '../contract/errors.ts';
+import type { SecretReference } from '../contract/reference.ts';
+import type { Env } from '../contract/settings.ts';
 import { parseExecSettings, resolveHelper, type ExecSettings } from '../providers/exec/config.ts';
 import { gcpTransport } from '../providers/gcp/transport.ts';
-import { parseVaultSettings } from '../providers/vault/config.ts';
 import { ProviderError } from '../providers/provider.ts';
-import type { AgentConfig, Env } from './env.ts';
-import { ConfigError, ConfigErrors } from './errors.ts';
-import type { SecretReference } from './reference.ts';
+import { parseVaultSettings } from '../providers/vault/config.ts';
 
 /**
  * What the backends need from the agent's env, checked after parseAgentConfig and before any
@@ -19,7 +20,7 @@ export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError
   const errors: ConfigError[] = [];
   const refs = config.secrets.map((s) => ({ id: s.id, ref: s.ref }));
 
-  // agent/providers/aws.ts: `AWS_REGION ?? AWS_DEFAULT_REGION`, and an empty one counts as none.
+  // agent/providers/aws/aws-provider.ts: `AWS_REGION ?? AWS_DEFAULT_REGION`, and an empty one counts as none.
   const regionless = refs.filter((r) => r.ref.provider === 'aws' && r.ref.region === undefined);
   if (regionless.length > 0 && !(env.AWS_REGION ?? env.AWS_DEFAULT_REGION)) {
     const secrets = regionless.map((r) => r.id).join(', ');
@@ -32,7 +33,7 @@ export function checkBackendSettings(config: AgentConfig, env: Env): ConfigError
     );
   }
 
-  // agent/providers/gcp.ts: `GCP_PROJECT || GOOGLE_CLOUD_PROJECT`.
+  // agent/providers/gcp/gcp-provider.ts: `GCP_PROJECT || GOOGLE_CLOUD_PROJECT`.
   const projectless = refs.filter((r) => r.ref.provider === 'gcp' && r.ref.project === undefined);
   if (projectless.length > 0 && !(env.GCP_PROJECT || env.GOOGLE_CLOUD_PROJECT)) {
     const secrets = projectless.map((r) => r.id).join(', ');

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { AGENT_SETTINGS } from '../contract/env.ts';
-import { ConfigErrors, quote } from '../contract/errors.ts';
-import type { ExecReference } from '../contract/reference.ts';
-import type { Env } from '../contract/settings.ts';
-import { parseExecSettings, resolveHelper, type ExecSettings } from './exec/config.ts';
+import { ConfigErrors, quote } from '../../contract/errors.ts';
+import type { ExecReference } from '../../contract/reference.ts';
+import type { Env } from '../../contract/settings.ts';
+import { parseExecSettings, resolveHelper, type ExecSettings } from './config.ts';
 import {
+  DEFAULT_SERVICE_ACCOUNT_DIR,
   fetchEach,
   MAX_SECRET_BYTES,
   ProviderError,
@@ -16,7 +16,7 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
+} from '../provider.ts';
 
 /**
  * Any other backend (Azure Key Vault, 1Password, Doppler, Conjur, an internal service), through a
@@ -107,7 +107,8 @@ function readSettings(env: Env): ExecSettings {
     return parseExecSettings(env);
   } catch (e) {
     if (!(e instanceof ConfigErrors)) throw e;
-    // The agent's preflight reports these before any fetch; this is for a provider opened without it.
+    // The agent's start-up check (agent/config/check-backend-settings.ts) reports these before any
+    // fetch; this is for a provider opened without it.
     const first = e.errors[0]!;
     throw new ProviderError('invalid', `${first.field}: ${first.problem}`, first.fix, { transient: false });
   }
@@ -115,7 +116,7 @@ function readSettings(env: Env): ExecSettings {
 
 /** The helper's whole environment (HELPER_ENV): nothing of the agent's own. */
 export function helperEnvironment(options: ProviderOptions, env: Env): Record<string, string> {
-  const saDir = options.serviceAccountDir ?? AGENT_SETTINGS.SERVICE_ACCOUNT_DIR.default!;
+  const saDir = options.serviceAccountDir ?? DEFAULT_SERVICE_ACCOUNT_DIR;
   const { namespace, name, uid } = options.pod;
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;

@@ -3,10 +3,19 @@ import { PassThroughClient } from 'google-auth-library';
 // In the bundle this bare `google-gax` is only what the client module reads from it (images/build.ts):
 // the library itself is loaded per transport, below, so a REST agent never loads @grpc/grpc-js.
 import { loggingUtils } from 'google-gax';
-import { quote } from '../contract/errors.ts';
-import type { GcpReference } from '../contract/reference.ts';
-import { crc32c } from './gcp-crc32c.ts';
-import { gcpTransport, type GcpTransport } from './gcp/transport.ts';
+import { quote } from '../../contract/errors.ts';
+import type { GcpReference } from '../../contract/reference.ts';
+import { crc32c } from './crc32c.ts';
+import {
+  DEFAULT_ENDPOINT,
+  DEFAULT_REGIONAL_ENDPOINT,
+  GLOBAL_VARIABLE,
+  parseEndpoint,
+  REGIONAL_VARIABLE,
+  type Endpoint,
+} from './endpoint.ts';
+import { gcpError } from './errors.ts';
+import { gcpTransport, type GcpTransport } from './transport.ts';
 import {
   fetchEach,
   ProviderError,
@@ -15,7 +24,7 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
+} from '../provider.ts';
 
 type Gax = typeof import('google-gax');
 type GaxFallback = typeof import('google-gax/fallback');
@@ -35,36 +44,6 @@ async function loadGax(transport: GcpTransport): Promise<Gax | GaxFallback> {
 const CONCURRENCY = 8;
 /** The deadline of a call made without an attempt budget (fetches always have one). */
 const CALL_TIMEOUT_MS = 15_000;
-/** The public endpoint, when GCP_SECRET_MANAGER_ENDPOINT does not override it. */
-const DEFAULT_ENDPOINT = 'secretmanager.googleapis.com:443';
-/** A regional secret's endpoint, when GCP_SECRET_MANAGER_REGIONAL_ENDPOINT does not override it. */
-const DEFAULT_REGIONAL_ENDPOINT = 'secretmanager.{location}.rep.googleapis.com:443';
-const GLOBAL_VARIABLE = 'GCP_SECRET_MANAGER_ENDPOINT';
-const REGIONAL_VARIABLE = 'GCP_SECRET_MANAGER_REGIONAL_ENDPOINT';
-
-/** google.rpc.Code: what both transports report (gax maps a REST error's status onto it). */
-const Code = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  ALREADY_EXISTS: 6,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  FAILED_PRECONDITION: 9,
-  ABORTED: 10,
-  OUT_OF_RANGE: 11,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  DATA_LOSS: 15,
-  UNAUTHENTICATED: 16,
-} as const;
-const CODE_NAMES: Readonly<Record<number, string>> = Object.fromEntries(
-  Object.entries(Code).map(([name, code]) => [code, name]),
-);
 
 /** What GetSecretVersion says about a version, without reading its payload. */
 export interface GcpVersionState {
@@ -256,54 +235,6 @@ export const createGcpProvider = ((options: ProviderOptions): GcpProvider => {
   return provider;
 }) satisfies ProviderFactory<GcpReference>;
 
-interface Endpoint {
-  /** As gRPC takes it: IPv6 literals keep their brackets. */
-  readonly servicePath: string;
-  readonly port: number;
-  readonly plaintext: boolean;
-}
-
-const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
-
-/**
- * An endpoint override (`variable` names it in errors): `host:port`, plaintext on loopback and TLS
- * elsewhere; `https://host:port` forces TLS, `http://host:port` asks for plaintext, which only
- * loopback may have (credentials or values must never cross a network in the clear). With a
- * `location`, each `{location}` in the text is that region first.
- */
-export function parseEndpoint(
-  text: string | undefined,
-  variable: string = GLOBAL_VARIABLE,
-  location?: string,
-): Endpoint | undefined {
-  if (text === undefined || text === '') return undefined;
-  const filled = location === undefined ? text : text.replaceAll('{location}', location);
-  const m = /^(?:(https?):\/\/)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(filled);
-  const port = m?.[3] === undefined ? 443 : Number(m[3]);
-  if (!m || port < 1 || port > 65_535) {
-    throw new ProviderError(
-      'invalid',
-      `${variable} ${quote(text)} is not host:port`,
-      variable === REGIONAL_VARIABLE
-        ? 'set it to host:port, with {location} where the region goes, e.g. secretmanager.{location}.rep.example.internal:443, or unset it for secretmanager.{location}.rep.googleapis.com'
-        : 'set it to host:port, e.g. 127.0.0.1:8085 for a local emulator, or unset it for secretmanager.googleapis.com; a {location} placeholder belongs in GCP_SECRET_MANAGER_REGIONAL_ENDPOINT',
-      { transient: false },
-    );
-  }
-  const [, scheme, host] = m as unknown as [string, string | undefined, string];
-  const loopback = LOOPBACK.test(host);
-  const plaintext = scheme === 'http' || (scheme === undefined && loopback);
-  if (plaintext && !loopback) {
-    throw new ProviderError(
-      'invalid',
-      `${variable} ${quote(text)} asks for plaintext to a host that is not loopback`,
-      'use TLS (drop http://, or write https://); plaintext is only for 127.0.0.1, ::1 or localhost',
-      { transient: false },
-    );
-  }
-  return { servicePath: host, port, plaintext };
-}
-
 /** The pod's identity rides in the user agent, so Cloud Audit Logs show which pod read which secret. */
 function userAgent(options: ProviderOptions): string {
   const token = (s: string): string => s.replace(/[^A-Za-z0-9._-]/g, '_');
@@ -349,186 +280,4 @@ function toValue(response: AccessResponse, name: string): SecretValue {
     );
   }
   return { bytes, version: versionOf(response.name) ?? 'unknown' };
-}
-
-/**
- * The server's google.rpc.RetryInfo, as google-gax decodes it from the grpc-status-details-bin
- * trailer into `statusDetails`: how long to wait before the next attempt, honoured as the AWS path
- * honours throttling. Nothing when the server sent none.
- */
-function retryInfo(e: unknown): { retryAfterMs?: number } {
-  const details = (e as { statusDetails?: unknown } | undefined)?.statusDetails;
-  if (!Array.isArray(details)) return {};
-  for (const detail of details) {
-    const delay = (detail as { retryDelay?: { seconds?: unknown; nanos?: unknown } } | null)?.retryDelay;
-    if (!delay) continue;
-    // seconds is an int64: a Long object, a string or a number, depending on the decoder's options.
-    const ms = Number(String(delay.seconds ?? 0)) * 1000 + Number(delay.nanos ?? 0) / 1e6;
-    if (Number.isFinite(ms) && ms >= 0) return { retryAfterMs: Math.round(ms) };
-  }
-  return {};
-}
-
-/** Where google-gax keeps the body of a REST error answer (googleError.js). */
-const RAW_HTTP_RESPONSE_PAYLOAD = Symbol.for('google-gax.rawHttpResponsePayload');
-
-/**
- * REST only: an answer that is not Secret Manager's JSON (another server behind the endpoint, a proxy's
- * page, a body cut short). The library's message for it quotes the body, which could be anything, a
- * value included, so it is never shown. An error status is trusted when its body was a Google error
- * (`{"error": {"message": …}}`); an error without one, when it is a transport failure (its cause has
- * a system error code: ECONNREFUSED…) or a cancelled or timed-out call. What is left failed while
- * reading an answer. gRPC errors carry neither an HTTP status nor a cause.
- */
-function unreadableAnswer(e: unknown, code: number | undefined): boolean {
-  const err = e as
-    | { message?: unknown; cause?: unknown; httpStatusCode?: unknown; [RAW_HTTP_RESPONSE_PAYLOAD]?: unknown }
-    | undefined;
-  if (typeof err?.message === 'string' && / could not be decoded: /.test(err.message)) return true;
-  if (typeof err?.httpStatusCode === 'number') {
-    let body = err[RAW_HTTP_RESPONSE_PAYLOAD];
-    if (body === undefined) return false; // the library's own words ("Request failed with status code 403")
-    if (typeof body === 'string') {
-      try {
-        body = JSON.parse(body) as unknown;
-      } catch {
-        return true;
-      }
-    }
-    return typeof (body as { error?: { message?: unknown } } | null)?.error?.message !== 'string';
-  }
-  const cause = err?.cause as { code?: unknown } | undefined;
-  return (
-    cause instanceof Error &&
-    typeof cause.code !== 'string' &&
-    code !== Code.CANCELLED &&
-    code !== Code.DEADLINE_EXCEEDED
-  );
-}
-
-/**
- * Maps status codes (gRPC's, or REST's mapped onto them by gax) to reasons and fixes; the message is
- * the API's own, which never carries a value.
- */
-function gcpError(e: unknown, name: string, ctx: FetchContext): ProviderError {
-  if (e instanceof ProviderError) return e;
-  const regional = name.includes('/locations/');
-  const variable = regional ? REGIONAL_VARIABLE : GLOBAL_VARIABLE;
-  const err = (e ?? {}) as { code?: unknown; details?: unknown; message?: unknown };
-  const code = typeof err.code === 'number' ? err.code : undefined;
-  const text = typeof err.details === 'string' && err.details !== '' ? err.details : String(err.message ?? e);
-  const detail = `${code === undefined ? 'Error' : (CODE_NAMES[code] ?? code)}: ${text}`;
-
-  if (unreadableAnswer(e, code)) {
-    const status = (e as { httpStatusCode?: unknown }).httpStatusCode;
-    return new ProviderError(
-      'invalid',
-      `${name}: the answer${typeof status === 'number' ? ` (HTTP ${status})` : ''} is not Secret Manager's JSON`,
-      `${variable} does not reach Secret Manager's REST API: check it (GCP_TRANSPORT=grpc speaks gRPC instead)`,
-      { transient: false },
-    );
-  }
-
-  if (
-    ctx.signal.aborted &&
-    (code === undefined || code === Code.CANCELLED || code === Code.DEADLINE_EXCEEDED)
-  ) {
-    return new ProviderError(
-      'timeout',
-      `${name}: the request was cancelled at the attempt deadline`,
-      'retried until INIT_DEADLINE; check network reach to Secret Manager',
-    );
-  }
-  switch (code) {
-    case Code.NOT_FOUND:
-      return new ProviderError(
-        'not-found',
-        detail,
-        `check the project, secret id and version of ${name}, and that the secret has versions (gcloud secrets versions list)`,
-      );
-    case Code.PERMISSION_DENIED:
-      return new ProviderError(
-        'permission-denied',
-        detail,
-        'grant roles/secretmanager.secretAccessor on the secret (or its project) to the pod’s identity: the Workload Identity principal of its Kubernetes service account, or the Google service account it impersonates',
-      );
-    case Code.UNAUTHENTICATED:
-      return new ProviderError(
-        'auth',
-        detail,
-        'give the pod Google credentials: GKE Workload Identity on the node pool and service account, or GOOGLE_APPLICATION_CREDENTIALS',
-      );
-    case Code.FAILED_PRECONDITION:
-      if (/DESTROYED/.test(text)) {
-        return new ProviderError(
-          'deleted',
-          detail,
-          'the version is destroyed for good: reference another version, or add a new version (`latest` names the newest, whatever its state)',
-        );
-      }
-      return new ProviderError(
-        'disabled',
-        detail,
-        'enable the version (gcloud secrets versions enable VERSION --secret SECRET) or reference an enabled one; `latest` names the newest version, whatever its state',
-      );
-    case Code.RESOURCE_EXHAUSTED:
-      return new ProviderError(
-        'throttled',
-        detail,
-        'retried with backoff; spread start-ups or raise the Secret Manager quota',
-        retryInfo(e),
-      );
-    case Code.DEADLINE_EXCEEDED:
-      return new ProviderError(
-        'timeout',
-        detail,
-        'retried until INIT_DEADLINE; check network reach to Secret Manager',
-      );
-    case Code.UNAVAILABLE:
-      if (/metadata from plugin/i.test(text)) {
-        // A token could not be had: on GKE the metadata server can lag a starting pod, so retry.
-        return new ProviderError(
-          'auth',
-          detail,
-          'check GKE Workload Identity (the metadata server must answer for the pod) or GOOGLE_APPLICATION_CREDENTIALS; retried until the deadline',
-          { transient: true },
-        );
-      }
-      return new ProviderError(
-        'unavailable',
-        detail,
-        'a Secret Manager or network fault; retried with backoff',
-        retryInfo(e),
-      );
-    case Code.INTERNAL:
-    case Code.UNKNOWN:
-    case Code.ABORTED:
-    case Code.CANCELLED:
-      return new ProviderError('unavailable', detail, 'a Secret Manager fault; retried with backoff');
-    case Code.INVALID_ARGUMENT:
-    case Code.OUT_OF_RANGE:
-      // The global endpoint refuses a regional name, and a region's endpoint another region's.
-      return new ProviderError(
-        'invalid',
-        detail,
-        regional
-          ? `check the reference (projects/PROJECT/locations/LOCATION/secrets/SECRET[/versions/VERSION]) and, if ${REGIONAL_VARIABLE} is set, that it reaches the endpoint of that location`
-          : 'check the reference: projects/PROJECT/secrets/SECRET[/versions/VERSION]',
-      );
-    case Code.UNIMPLEMENTED:
-      return new ProviderError('invalid', detail, `${variable} does not serve Secret Manager v1: check it`, {
-        transient: false,
-      });
-    case undefined:
-      // Before any call: the client found no usable credentials (ADC found nothing, a bad key file).
-      return new ProviderError(
-        'auth',
-        detail,
-        'give the pod Google credentials: GKE Workload Identity (the metadata server), or GOOGLE_APPLICATION_CREDENTIALS naming a readable credentials file',
-        { transient: false },
-      );
-  }
-  return new ProviderError('internal', detail, 'see the message; report it if it persists', {
-    transient: false,
-  });
 }

@@ -4,7 +4,7 @@ import {
   SecretsManagerClient,
   type SecretValueEntry,
 } from '@aws-sdk/client-secrets-manager';
-import type { AwsReference } from '../contract/reference.ts';
+import type { AwsReference } from '../../contract/reference.ts';
 import {
   errorDetail,
   fetchEach,
@@ -15,7 +15,7 @@ import {
   type ProviderFactory,
   type ProviderOptions,
   type SecretValue,
-} from './provider.ts';
+} from '../provider.ts';
 
 /** BatchGetSecretValue takes at most 20 ids a call. */
 const BATCH_SIZE = 20;

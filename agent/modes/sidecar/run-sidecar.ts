@@ -1,0 +1,99 @@
+import type { FSWatcher } from 'chokidar';
+import type { AgentConfig } from '../../contract/agent-config.ts';
+import { applySidecarV8Flags } from '../../contract/sidecar-v8-flags.ts';
+import type { Env } from '../../contract/settings.ts';
+import type { FormatKit } from '../../format/render-files.ts';
+import type { Logger } from '../../log.ts';
+import { kubernetesApiUrl } from '../../notify/kubernetes-api-url.ts';
+import { loadNotifiers } from '../../notify/load-notifiers.ts';
+import { openPodEvents } from '../../notify/open-pod-events.ts';
+import { watchAppExit, type AppExitWatch } from '../../proc/watch-app-exit.ts';
+import type { AgentMetrics } from '../../serve/metrics.ts';
+import { watchConfigFile } from './reload-config.ts';
+import { Sidecar } from './sidecar.ts';
+
+export interface RunSidecarOptions {
+  readonly log: Logger;
+  readonly agentVersion: string;
+  /** The process env; the config file's settings are laid over it on every reload. */
+  readonly env: Env;
+  readonly formats: FormatKit;
+}
+
+/**
+ * The sidecar process: runs until SIGTERM/SIGINT (or the app's exit, with EXIT_WITH_PROCESS), then
+ * stops cleanly (in-flight swap finished, files intact) and resolves with the exit code.
+ * AGENT_CONFIG_FILE is watched (reload-config.ts).
+ */
+export async function runSidecar(config: AgentConfig, options: RunSidecarOptions): Promise<number> {
+  // A long-running process from here on: V8 set for memory, not for peak speed.
+  applySidecarV8Flags();
+  const { log, env } = options;
+  const notifierDeps = {
+    log,
+    pod: config.pod,
+    serviceAccountDir: config.serviceAccountDir,
+    kubernetesApiUrl: kubernetesApiUrl(env),
+    secretsDir: config.secretsDir,
+  };
+  // Outcomes go to the sidecar's metrics, which exist only once it does.
+  const started: { metrics?: AgentMetrics } = {};
+  const events = await openPodEvents(config, {
+    log,
+    kubernetesApiUrl: notifierDeps.kubernetesApiUrl,
+    onOutcome: (reason, outcome) => started.metrics?.events.inc({ reason, outcome }),
+  });
+  const sidecar = await Sidecar.start(config, {
+    log,
+    agentVersion: options.agentVersion,
+    notifiers: await loadNotifiers(config.sidecar, notifierDeps),
+    formats: options.formats,
+    ...(events ? { events } : {}),
+  });
+  started.metrics = sidecar.metrics;
+  log.info(
+    { addr: `${config.sidecar.httpAddr.host}:${sidecar.httpPort}` },
+    'serving /healthz, /readyz, /metrics',
+  );
+
+  const configFile = config.sidecar.configFile;
+  const watcher: FSWatcher | undefined = configFile
+    ? await watchConfigFile(configFile, sidecar, { env, log, notifierDeps })
+    : undefined;
+
+  let exitWatch: AppExitWatch | undefined;
+  let fail: (e: unknown) => void = () => undefined;
+  const stopped = new Promise<number>((resolve, reject) => {
+    let stopping = false;
+    // The first fill failing for good (files that clash, a bug): stop as for SIGTERM, then let the
+    // caller report it (exit 2 for a ConfigError) instead of dying of an unhandled rejection.
+    fail = (e: unknown) => {
+      if (stopping) return;
+      stopping = true;
+      exitWatch?.stop();
+      void (async () => {
+        await watcher?.close();
+        await sidecar.stop().catch(() => undefined);
+        reject(e);
+      })();
+    };
+    const stop = (why: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ why }, 'stopping');
+      exitWatch?.stop();
+      void (async () => {
+        await watcher?.close();
+        await sidecar.stop();
+        resolve(0);
+      })();
+    };
+    // on, not once: a second signal during the final swap must not take the default action.
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    const app = config.sidecar.exitWithProcess;
+    if (app) exitWatch = watchAppExit(app, log, () => stop(`${app} exited`));
+  });
+  sidecar.run().catch(fail);
+  return stopped;
+}
