@@ -86,12 +86,18 @@ describe('the webhook image under its Deployment’s memory limit, while a tenan
     try {
       const pid = Number(podman.run(['inspect', '--format', '{{.State.Pid}}', container.name]).stdout.trim());
       assert.ok(pid > 0, 'podman names the webhook’s process');
-      // Eight hostile requests at once, 24 of each kind (each its own body, so no cache helps), for
-      // some 10 s; an ordinary pod every 100 ms meanwhile. The API server's deadline is the webhook's
-      // timeoutSeconds: that is "in time", whatever the machine's load.
+      // Eight hostile requests at once, at least 24 of each kind (each its own body, so no cache
+      // helps), and more until 50 ordinary pods, one every 100 ms, have met the attack. The API
+      // server's deadline is the webhook's timeoutSeconds: that is "in time", whatever the load.
       figures = await runHostileLoad(
         { port, ca: pair.ca, pid, gone: container.exited },
-        { concurrency: 8, perKind: 24, ordinaryEveryMs: 100, deadlineMs: deployed.timeoutSeconds * 1000 },
+        {
+          concurrency: 8,
+          perKind: 24,
+          ordinaryEveryMs: 100,
+          minOrdinary: 50,
+          deadlineMs: deployed.timeoutSeconds * 1000,
+        },
       );
     } finally {
       await container.kill('SIGKILL');
@@ -137,7 +143,7 @@ describe('the webhook image under its Deployment’s memory limit, while a tenan
     // connection. Most of each kind are read and refused.
     for (const kind of HOSTILE_KINDS) {
       const answers = figures.hostile[kind];
-      assert.equal(answers.length, 24, kind);
+      assert.ok(answers.length >= 24, `${kind}: ${answers.length} sent`);
       const refused = answers.filter((a) => a.status !== 0);
       assert.ok(refused.length >= answers.length / 2, `${kind}: mostly unread\n${report}`);
       for (const answer of refused) {

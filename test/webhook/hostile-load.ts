@@ -329,6 +329,11 @@ export interface HostileLoadOptions {
   readonly perKind: number;
   /** An ordinary pod is sent this often while the attack lasts. */
   readonly ordinaryEveryMs: number;
+  /**
+   * The attack goes on (more hostile bodies, each a new one) until at least this many ordinary pods
+   * were sent during it: how many pods meet the attack depends on the machine's speed otherwise.
+   */
+  readonly minOrdinary: number;
   /** The API server's deadline for an answer (timeoutSeconds). */
   readonly deadlineMs: number;
 }
@@ -350,9 +355,17 @@ export async function runHostileLoad(
     Answer[]
   >;
   const ordinary: Answer[] = [];
-  // Each body made when it is sent, every one different: no cache answers any of them.
-  const queue: [HostileKind, number][] = [];
-  for (let n = 0; n < options.perKind; n++) for (const kind of HOSTILE_KINDS) queue.push([kind, n]);
+  // Each body made when it is sent, every one different: no cache answers any of them. Kinds
+  // interleaved; past perKind of each, more only while too few ordinary pods have met the attack.
+  let next = 0;
+  const ordinaryCalls: Promise<void>[] = [];
+  const take = (): [HostileKind, number] | undefined => {
+    const i = next;
+    if (i >= options.perKind * HOSTILE_KINDS.length && ordinaryCalls.length >= options.minOrdinary)
+      return undefined;
+    next++;
+    return [HOSTILE_KINDS[i % HOSTILE_KINDS.length]!, Math.floor(i / HOSTILE_KINDS.length)];
+  };
   let attacking = true;
   let gone = false;
   void target.gone.then(() => (gone = true));
@@ -368,14 +381,13 @@ export async function runHostileLoad(
     }
   }, 20);
   const workers = Array.from({ length: options.concurrency }, async () => {
-    for (let next = queue.shift(); next && !gone; next = queue.shift()) {
-      const [kind, n] = next;
+    for (let body = take(); body && !gone; body = take()) {
+      const [kind, n] = body;
       hostile[kind].push(
         await admissionCall(port, ca, hostileAgent, hostileBody(kind, n), options.deadlineMs),
       );
     }
   });
-  const ordinaryCalls: Promise<void>[] = [];
   const sender = (async () => {
     for (let n = 0; attacking && !gone; n++) {
       ordinaryCalls.push(
@@ -439,6 +451,7 @@ if (import.meta.main) {
     concurrency: Number(process.env.HOSTILE_CONCURRENCY ?? 8),
     perKind: Number(process.env.HOSTILE_PER_KIND ?? 8),
     ordinaryEveryMs: 100,
+    minOrdinary: 50,
     deadlineMs: deployed.timeoutSeconds * 1000,
   });
   const stopped = await webhook.stop();
