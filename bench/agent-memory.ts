@@ -25,7 +25,7 @@ import { readImagesManifest } from '../images/manifest.ts';
 import { freePort, type Moto } from '../test/support/moto.ts';
 import { quantityBytes } from '../webhook/agent-resources.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
-import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { nodeOptions } from '../webhook/agent-resources.ts';
 import type { PeakFigures } from './cgroup-peak-worker.ts';
 import {
   BACKEND_NAMES,
@@ -192,6 +192,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
   const podman = requirePodman();
   const image = readImagesManifest().images.agent.ref;
   const defaultLimit = WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!;
+  const volumeSizeLimit = WEBHOOK_SETTINGS.SECRETS_VOLUME_SIZE_LIMIT.default!;
   const defaultInterval = AGENT_SETTINGS.REFRESH_INTERVAL.default!;
   const root = `secret-agent-bench-${process.pid}`;
   const backends = await startBackends(moto);
@@ -221,6 +222,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
         mode,
         gcp: c.backend === 'GCP',
         memoryLimit: limit,
+        volumeSizeLimit,
         env: {
           ...backends.all[c.backend].env(label, c.secrets, mode),
           ...(c.notifier ? { ROTATION_HTTP_URL: `POST ${appUrl}/${label}` } : {}),
@@ -452,7 +454,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
         initTrial = { outcome: (e as Error).message.replace(/^init \S+ /, ''), ...(peak ? { peak } : {}) };
       }
       coldCache();
-      const trial = { memoryLimit: limit, nodeOptions: nodeOptions(limit), init: initTrial };
+      const trial = { memoryLimit: limit, nodeOptions: nodeOptions(limit, volumeSizeLimit), init: initTrial };
       let s: Sidecar | undefined;
       try {
         s = await startSidecar(worst, '1s', limit);
@@ -487,7 +489,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
     return {
       cgroupVersion: layout.version,
       memoryLimit: defaultLimit,
-      nodeOptions: nodeOptions(defaultLimit),
+      nodeOptions: nodeOptions(defaultLimit, volumeSizeLimit),
       settleSeconds: options.settleSeconds,
       valueBytes: VALUE_BYTES,
       nodeBinaryResidentMiB: { before, after },

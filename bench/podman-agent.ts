@@ -10,7 +10,7 @@ import type { ContainerEngine } from '../images/container-engine.ts';
 import { emptyDirOnTmpfs, podmanRunArgs } from '../test/image/podman.ts';
 import { quantityBytes } from '../webhook/agent-resources.ts';
 import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../webhook/render/agent-containers.ts';
-import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { nodeOptions } from '../webhook/agent-resources.ts';
 import type { PeakFigures, PeakRequest } from './cgroup-peak-worker.ts';
 import type { CgroupLayout } from './memory-cgroup.ts';
 
@@ -21,6 +21,8 @@ export interface AgentSpec {
   readonly gcp: boolean;
   /** The container's memory limit (a quantity); NODE_OPTIONS follows it, as the webhook renders it. */
   readonly memoryLimit: string;
+  /** The pod's secrets volume sizeLimit, which the webhook's NODE_OPTIONS also counts. */
+  readonly volumeSizeLimit: string;
   readonly env: Readonly<Record<string, string>>;
 }
 
@@ -52,7 +54,7 @@ export function startAgentContainer(
         AGENT_MODE: spec.mode,
         SECRETS_DIR: '/secrets',
         LOG_LEVEL: 'warn',
-        NODE_OPTIONS: nodeOptions(spec.memoryLimit),
+        NODE_OPTIONS: nodeOptions(spec.memoryLimit, spec.volumeSizeLimit),
         ...spec.env,
       },
       mounts: [{ host: volume.path, container: '/secrets' }],

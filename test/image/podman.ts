@@ -57,6 +57,8 @@ export interface ContainerSpec {
   readonly args?: readonly string[];
   /** Written to the container's stdin (podman run --interactive), then closed. */
   readonly stdin?: string;
+  /** The container's memory limit in bytes (podman run --memory), as a pod's limit sets its cgroup's. */
+  readonly memoryBytes?: number;
 }
 
 let counter = 0;
@@ -77,6 +79,7 @@ export function podmanRunArgs(spec: ContainerSpec, name: string): string[] {
     '--security-opt',
     'no-new-privileges',
     ...(spec.user === undefined ? [] : ['--user', `${spec.user}:${spec.user}`]),
+    ...(spec.memoryBytes === undefined ? [] : ['--memory', String(spec.memoryBytes)]),
     ...(spec.mounts ?? []).flatMap((m) => [
       '--mount',
       `type=bind,src=${m.host},dst=${m.container}${m.readOnly ? ',ro=true' : ''}`,
