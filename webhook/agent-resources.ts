@@ -29,9 +29,10 @@ export const MEASURED = {
   /**
    * The worst case, the first agent on a node (charged the Node binary's pages it faults in), 100
    * GCP secrets, HTTP notifier, its init run then its sidecar with 10 rotations of every secret, run
-   * under a range of limits: the lowest under which both ran without thrashing (re-reading the Node
-   * binary's evicted pages). At 104Mi its init run re-read 3× as many pages and took up to 1.4× the
-   * CPU; at 96Mi 5–22×; at 88Mi and below it never finished.
+   * under limits from 80Mi to 128Mi (four runs): the lowest under which it barely thrashed (re-read the
+   * Node binary's evicted pages): its init run took at most 1.34× the CPU it took under 128Mi, its
+   * sidecar no more. At 104Mi up to 2×, at 96Mi 5–27×; at 88Mi and below it never finished. Never
+   * an OOM kill: the kernel drops file pages first.
    */
   worstCaseCleanLimitMiB: 112,
   /**
@@ -64,7 +65,7 @@ const roundUp = (x: number, step: number) => Math.ceil(x / step) * step;
 export const REQUEST_MARGIN = 1.25;
 export const DEFAULT_MEMORY_REQUEST = `${roundUp(MEASURED.steadyWorkingSetMiB * REQUEST_MARGIN, 4)}Mi`;
 
-/** The limit: a tenth over the lowest limit the worst case runs cleanly under, in steps of 16 MiB. */
+/** The limit: a tenth over the lowest limit under which the worst case barely thrashes, in steps of 16 MiB. */
 export const LIMIT_MARGIN = 1.1;
 export const DEFAULT_MEMORY_LIMIT = `${roundUp(MEASURED.worstCaseCleanLimitMiB * LIMIT_MARGIN, 16)}Mi`;
 

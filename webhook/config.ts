@@ -237,7 +237,7 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_MEMORY_LIMIT: setting({
     default: DEFAULT_MEMORY_LIMIT,
-    doc: `Default agent memory limit: a tenth over the ${MEASURED.worstCaseCleanLimitMiB}Mi the worst case measured runs in without thrashing (the first agent on a node, 100 GCP secrets, rotations). The agent’s V8 heap cap (NODE_OPTIONS) is the limit less the volume’s size and ${OUTSIDE_HEAP_RESERVE_MIB} MiB for the rest, so the heap gives out before the limit.`,
+    doc: `Default agent memory limit: a tenth over the ${MEASURED.worstCaseCleanLimitMiB}Mi under which the worst case measured (the first agent on a node, 100 GCP secrets, rotations) barely thrashes. The agent’s V8 heap cap (NODE_OPTIONS) is the limit less the volume’s size and ${OUTSIDE_HEAP_RESERVE_MIB} MiB for the rest, so the heap gives out before the limit.`,
     parse: quantity,
   }),
   SECRETS_VOLUME_SIZE_LIMIT: setting({
