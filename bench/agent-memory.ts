@@ -23,9 +23,8 @@ import { AGENT_SETTINGS } from '../agent/contract/env.ts';
 import { requirePodman } from '../images/container-engine.ts';
 import { readImagesManifest } from '../images/manifest.ts';
 import { freePort, type Moto } from '../test/support/moto.ts';
-import { quantityBytes } from '../webhook/agent-resources.ts';
+import { nodeOptions, quantityBytes } from '../webhook/agent-resources.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config.ts';
-import { nodeOptions } from '../webhook/agent-resources.ts';
 import type { PeakFigures } from './cgroup-peak-worker.ts';
 import {
   BACKEND_NAMES,
@@ -41,17 +40,17 @@ import {
   containerCgroup,
   firstPid,
   readCpuSeconds,
+  readLimitCounters,
   readMemory,
   readProcessRss,
   removeCgroupTree,
   resetPeak,
-  type CgroupLayout,
 } from './memory-cgroup.ts';
 import { dropFromPageCache, imageLayerDirs, residentMiB } from './page-cache.ts';
-import { startAgentContainer, watchPeak, type AgentContainer } from './podman-agent.ts';
+import { agentHeapFigures, startAgentContainer, watchPeak, type AgentContainer } from './podman-agent.ts';
 
-const ROTATIONS = 10;
-const STEADY_SECONDS = 10;
+export const ROTATIONS = 10;
+export const STEADY_SECONDS = 10;
 /** What the webhook's startupProbe waits for a native sidecar: INIT_DEADLINE (60 s) + 15 s. */
 const READY_TIMEOUT_MS = 75_000;
 /** Where Dockerfile.agent's runtime base keeps Node. */
@@ -157,34 +156,6 @@ interface Sidecar extends Case {
   readonly agent: AgentContainer;
   readonly cgroup: string;
   readonly start: { readonly seconds: number; readonly cpuSeconds: number };
-}
-
-/** The agent's heap as it reports it on /metrics. */
-async function heapFigures(port: number) {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const metric = (name: string) =>
-    Number(new RegExp(`^secret_agent_process_${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
-  return {
-    heapUsedMiB: metric('nodejs_heap_size_used_bytes'),
-    heapTotalMiB: metric('nodejs_heap_size_total_bytes'),
-    externalMiB: metric('nodejs_external_memory_bytes'),
-  };
-}
-
-function limitCounters(layout: CgroupLayout, cgroup: string) {
-  const dir = join(layout.memoryRoot, cgroup);
-  if (layout.version === 1)
-    return {
-      limitHits: Number(readFileSync(join(dir, 'memory.failcnt'), 'utf8')),
-      oomKills: Number(
-        /oom_kill (\d+)/.exec(readFileSync(join(dir, 'memory.oom_control'), 'utf8'))?.[1] ?? 0,
-      ),
-    };
-  const events = readFileSync(join(dir, 'memory.events'), 'utf8');
-  return {
-    limitHits: Number(/^max (\d+)/m.exec(events)![1]),
-    oomKills: Number(/^oom_kill (\d+)/m.exec(events)![1]),
-  };
 }
 
 export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions): Promise<AgentMemoryFigures> {
@@ -341,7 +312,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
           cpuMillicores: ((readCpuSeconds(layout, s.cgroup) - cpu0[k]!) / elapsed) * 1000,
           majorFaults: last.majorFaults - first[k]!.majorFaults,
           fileRefaults: last.fileRefaults - first[k]!.fileRefaults,
-          ...(await heapFigures(s.port)),
+          ...(await agentHeapFigures(s.port)),
         };
       }),
     );
@@ -390,7 +361,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
         start: s.start,
         steady: before[k]!,
         ...(r >= 0 ? { burst: bursts[r]!, afterBurst: after[r]! } : {}),
-        ...limitCounters(layout, s.cgroup),
+        ...readLimitCounters(layout, s.cgroup),
       };
     });
   };
@@ -476,7 +447,7 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
                 faults: {
                   majorFaults: m.majorFaults,
                   fileRefaults: m.fileRefaults,
-                  oomKills: limitCounters(layout, cgroup).oomKills,
+                  oomKills: readLimitCounters(layout, cgroup).oomKills,
                 },
               }
             : {}),
@@ -503,112 +474,4 @@ export async function benchAgentMemory(moto: Moto, options: AgentMemoryOptions):
     app.close();
     removeCgroupTree(layout, root);
   }
-}
-
-const f1 = (n: number) => n.toFixed(1);
-const who = (r: Case) =>
-  `${r.first ? 'first agent on the node: ' : ''}${r.backend}, ${r.secrets} secret${r.secrets === 1 ? '' : 's'}${r.valueBytes === undefined ? '' : ` of ${r.valueBytes / 1024} KiB`}${r.notifier ? ', HTTP notifier' : ''}`;
-
-function sidecarLine(r: SidecarRow): string {
-  const s = r.steady;
-  const a = r.afterBurst;
-  const arrow = (x: number, y: number | undefined) => (y === undefined ? f1(x) : `${f1(x)} → ${f1(y)}`);
-  const interval = r.refreshInterval === '1s' ? '' : `, every ${r.refreshInterval}`;
-  const burst = r.burst ? `${f1(r.burst.workingSetMiB)}, ${f1(r.burst.anonMiB)}` : '';
-  return `| ${who(r)}${interval} | ${arrow(s.workingSetMiB, a?.workingSetMiB)} | ${arrow(s.anonMiB, a?.anonMiB)} | ${arrow(s.rssMiB, a?.rssMiB)} (${f1(s.rssFileMiB)}) | ${f1(s.cacheMiB)} | ${f1(s.heapUsedMiB)} / ${f1(s.heapTotalMiB)}, ${f1(s.externalMiB)} | ${burst} | ${s.cpuMillicores.toFixed(1)} | ${r.start.cpuSeconds.toFixed(2)} | ${r.limitHits} / ${r.oomKills} |`;
-}
-
-export function formatAgentMemory(f: AgentMemoryFigures): string {
-  const faults = (x: { majorFaults: number; fileRefaults: number }) => `${x.majorFaults} / ${x.fileRefaults}`;
-  const trial = (t: LimitTrial) => {
-    const i = t.init.row;
-    const init = i
-      ? `${i.seconds.toFixed(1)} s, ${i.peak.cpuSeconds.toFixed(2)} CPU-s, ${faults(i.peak)}, ${f1(i.peak.workingSetMiB)}`
-      : `${t.init.outcome}${t.init.peak ? `, ${faults(t.init.peak)}` : ''}`;
-    const head = `| ${t.memoryLimit} | ${t.nodeOptions.replace(' --max-semi-space-size=1', '')} | ${init}`;
-    if (!t.row) return `${head} | ${t.outcome}${t.faults ? `, ${faults(t.faults)}` : ''} | | | | |`;
-    const r = t.row;
-    return `${head} | ${r.start.seconds.toFixed(1)} s, ${r.start.cpuSeconds.toFixed(2)} CPU-s | ${f1(r.steady.workingSetMiB)} / ${f1(r.steady.anonMiB)} / ${f1(r.steady.heapTotalMiB)}; ${f1(r.burst?.workingSetMiB ?? NaN)} | ${faults(r.steady)}; ${r.burst ? faults(r.burst) : ''} | ${r.steady.cpuMillicores.toFixed(1)} | ${r.limitHits} / ${r.oomKills} |`;
-  };
-  return [
-    `agent containers in podman, each in its own memory cgroup (v${f.cgroupVersion}), as the webhook renders them (limit ${f.memoryLimit}, NODE_OPTIONS ${f.nodeOptions}); ${f.valueBytes}-byte values; MiB`,
-    "working set = usage − inactive_file (the kubelet's figure); anonymous = the cgroup's anonymous pages; RSS = the process's VmRSS, which counts the shared Node binary in every process\n",
-    '| init run, peak (sampled every 2 ms) | working set | anonymous | RSS (VmHWM) | usage (kernel peak) | of it page cache | CPU s |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...f.init.map(
-      (r) =>
-        `| ${who(r)} | ${f1(r.peak.workingSetMiB)} | ${f1(r.peak.anonMiB)} | ${f1(r.peak.rssPeakMiB)} | ${f1(r.peak.kernelPeakUsageMiB)} | ${f1(r.peak.cacheMiB)} | ${r.peak.cpuSeconds.toFixed(2)} |`,
-    ),
-    `\n| sidecar (REFRESH_INTERVAL=1s unless said), steady state after ${f.settleSeconds} s (median of ${STEADY_SECONDS} s) → after ${ROTATIONS} rotations of every secret | working set | anonymous | RSS (of it file-backed, shared) | page cache charged | V8 heap used / committed, external | burst peak: working set, anonymous | CPU m | start CPU s | limit hits / OOM kills |`,
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...f.sidecars.map(sidecarLine),
-    `\nthe Node binary's pages in the page cache: ${f1(f.nodeBinaryResidentMiB.before)} MiB before the first agent, ${f1(f.nodeBinaryResidentMiB.after)} MiB once it was ready`,
-    ...(f.limitTrials.length === 0
-      ? []
-      : [
-          '\nthe worst case alone, first on the node (image dropped from the page cache before each run): 100 GCP secrets, HTTP notifier; init run, then sidecar with 10 rotations; faults = major faults / file refaults (re-reading evicted pages: thrashing)\n',
-          '| memory limit | V8 heap cap | init: time, CPU, faults, peak working set | sidecar: to ready | steady working set / anonymous / V8 heap; burst peak working set | faults: steady; burst | CPU m | limit hits / OOM kills |',
-          '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
-          ...f.limitTrials.map(trial),
-        ]),
-  ].join('\n');
-}
-
-/** The rows bench/run.ts adds to its cost-per-pod table: the figures the defaults are set from, against them. */
-export function agentMemoryCostRows(f: AgentMemoryFigures): [string, string, string][] {
-  const request = WEBHOOK_SETTINGS.AGENT_MEMORY_REQUEST.default!;
-  const next = f.sidecars.filter((r) => !r.first);
-  const largest = (rows: SidecarRow[], value: (r: SidecarRow) => number) =>
-    rows.reduce((a, b) => (value(b) > value(a) ? b : a));
-  const idle = next.filter((r) => r.refreshInterval !== '1s');
-  const busy = next.filter((r) => r.refreshInterval === '1s' && r.valueBytes === undefined);
-  const after = (r: SidecarRow) => Math.max(r.steady.workingSetMiB, r.afterBurst?.workingSetMiB ?? 0);
-  const rows: [string, string, string][] = [];
-  const one = idle.find((r) => r.backend === 'AWS' && r.secrets === 1);
-  if (one)
-    rows.push([
-      `sidecar, 1 AWS secret, every ${one.refreshInterval}: working set / anonymous / RSS (the node's figures / the process's)`,
-      `${f1(one.steady.workingSetMiB)} / ${f1(one.steady.anonMiB)} / ${f1(one.steady.rssMiB)} MiB`,
-      `≤ AGENT_MEMORY_REQUEST ${request}`,
-    ]);
-  if (idle.length > 0) {
-    const r = largest(idle, (x) => x.steady.workingSetMiB);
-    rows.push([
-      `largest sidecar working set at the default REFRESH_INTERVAL (${who(r)})`,
-      `${f1(r.steady.workingSetMiB)} MiB`,
-      `≤ ${request}`,
-    ]);
-  }
-  if (busy.length > 0) {
-    const r = largest(busy, after);
-    rows.push([
-      `largest sidecar working set at REFRESH_INTERVAL=1s, before or after ${ROTATIONS} rotations (${who(r)})`,
-      `${f1(after(r))} MiB`,
-      `≤ ${request}`,
-    ]);
-  }
-  const first = f.sidecars.find((r) => r.first);
-  const twin =
-    first &&
-    next.find(
-      (r) =>
-        r.backend === first.backend &&
-        r.secrets === first.secrets &&
-        r.notifier === first.notifier &&
-        r.refreshInterval === first.refreshInterval,
-    );
-  if (first && twin)
-    rows.push([
-      `the first agent on a node (charged the Node binary's pages) / the same agent after it (${who(twin)}): working set`,
-      `${f1(first.steady.workingSetMiB)} / ${f1(twin.steady.workingSetMiB)} MiB`,
-      '',
-    ]);
-  const atDefault = f.limitTrials.find((t) => t.memoryLimit === f.memoryLimit);
-  if (atDefault?.row && atDefault.init.row)
-    rows.push([
-      `worst case under AGENT_MEMORY_LIMIT ${f.memoryLimit} (first on the node, 100 GCP secrets, HTTP notifier): init CPU, sidecar burst file refaults, OOM kills`,
-      `${atDefault.init.row.peak.cpuSeconds.toFixed(2)} CPU-s, ${atDefault.row.burst?.fileRefaults ?? 0}, ${atDefault.row.oomKills}`,
-      '0 OOM kills',
-    ]);
-  return rows;
 }

@@ -118,6 +118,26 @@ export function resetPeak(layout: CgroupLayout, dir: string): void {
   writeFileSync(file, layout.version === 1 ? '0' : 'reset');
 }
 
+/** Over a cgroup's life: the times its usage reached its limit (v1 failcnt, v2 `max` events), and OOM kills. */
+export function readLimitCounters(
+  layout: CgroupLayout,
+  relative: string,
+): { limitHits: number; oomKills: number } {
+  const dir = join(layout.memoryRoot, relative);
+  if (layout.version === 1)
+    return {
+      limitHits: readNumber(join(dir, 'memory.failcnt')),
+      oomKills: Number(
+        /oom_kill (\d+)/.exec(readFileSync(join(dir, 'memory.oom_control'), 'utf8'))?.[1] ?? 0,
+      ),
+    };
+  const events = readFileSync(join(dir, 'memory.events'), 'utf8');
+  return {
+    limitHits: Number(/^max (\d+)/m.exec(events)![1]),
+    oomKills: Number(/^oom_kill (\d+)/m.exec(events)![1]),
+  };
+}
+
 /** CPU time the cgroup has used, in seconds. */
 export function readCpuSeconds(layout: CgroupLayout, relative: string): number {
   if (layout.version === 1) return readNumber(join(layout.cpuRoot, relative, 'cpuacct.usage')) / 1e9;

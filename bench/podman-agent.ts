@@ -118,3 +118,17 @@ export async function watchPeak(
     },
   };
 }
+
+/** The agent's V8 heap (used, committed) and external memory, as it reports them on /metrics (prom-client). */
+export async function agentHeapFigures(
+  port: number,
+): Promise<{ heapUsedMiB: number; heapTotalMiB: number; externalMiB: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const metric = (name: string) =>
+    Number(new RegExp(`^secret_agent_process_${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
+  return {
+    heapUsedMiB: metric('nodejs_heap_size_used_bytes'),
+    heapTotalMiB: metric('nodejs_heap_size_total_bytes'),
+    externalMiB: metric('nodejs_external_memory_bytes'),
+  };
+}
