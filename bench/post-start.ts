@@ -25,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 import { freePort, startMoto, type Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { nodeOptions } from '../webhook/agent-resources.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 const HOOK = join(root, 'dist/wait-ready.cjs');
@@ -141,7 +141,10 @@ export async function benchPostStart(moto: Moto, rounds = 9, waitSeconds = 5): P
   const work = mkdtempSync(join(tmpdir(), 'secret-agent-bench-post-start-'));
   const preload = join(work, 'usage.cjs');
   writeFileSync(preload, USAGE_PRELOAD);
-  const options = nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!);
+  const options = nodeOptions(
+    WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!,
+    WEBHOOK_SETTINGS.SECRETS_VOLUME_SIZE_LIMIT.default!,
+  );
   const base = { PATH: process.env.PATH ?? '', HOME: '/tmp', NODE_OPTIONS: options };
   const sm = new SecretsManagerClient({
     region: 'us-east-1',

@@ -9,6 +9,10 @@
  * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
  * and the webhook (bench/webhook/), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
  * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
+ * Then what an agent container costs the node (bench/agent-memory.ts: cgroup working set and anonymous
+ * memory beside RSS, several containers at once, the first agent on a node, the worst case under
+ * tighter limits): BENCH_MEMORY_SETTLE_SECONDS (45) and BENCH_MEMORY_TRIAL_LIMITS (96Mi,104Mi,112Mi;
+ * the default limit is always tried) tune it; it takes about 15 minutes.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { spawn, spawnSync } from 'node:child_process';
@@ -17,6 +21,8 @@ import { join } from 'node:path';
 import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
 import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
+import { benchAgentMemory } from './agent-memory.ts';
+import { agentMemoryCostRows, formatAgentMemory } from './agent-memory-report.ts';
 import { benchAtomicity } from './atomicity.ts';
 import { benchImages, formatImageFigures } from './images.ts';
 import { benchPostStart, formatPostStartFigures } from './post-start.ts';
@@ -212,6 +218,11 @@ console.log('sidecar: its postStart hook, waiting and returning…');
 const postStart = await benchPostStart(moto, Math.min(ROUNDS, 9));
 console.log('images: sizes and container cold start…');
 const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
+console.log('agent memory: containers as the node counts them (cgroup working set, anonymous, RSS)…');
+const agentMemory = await benchAgentMemory(moto, {
+  settleSeconds: Number(process.env.BENCH_MEMORY_SETTLE_SECONDS ?? 45),
+  trialLimits: (process.env.BENCH_MEMORY_TRIAL_LIMITS ?? '96Mi,104Mi,112Mi').split(',').filter(Boolean),
+});
 await moto.stop();
 console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
 const atomicity = await benchAtomicity(1_000_000, 10_000);
@@ -301,6 +312,7 @@ console.log(`| sets retried (payload removed under the reader: ENOENT) | ${atomi
 console.log(`\n${formatPostStartFigures(postStart)}`);
 console.log(`\n${formatWebhookFigures(webhook)}`);
 console.log(`\n${formatImageFigures(images)}`);
+console.log(`\n${formatAgentMemory(agentMemory)}`);
 
 // Issue 12's table, "cost per pod": every row against its floor, measured in this run.
 const replicas = webhook.modes.replicas;
@@ -366,6 +378,7 @@ const costPerPod = [
     '< 2 ms',
   ],
   ...images.images.map((i) => [`${i.name} image / runtime base`, `${i.vsBase}× (${i.MiB} MiB)`, '']),
+  ...agentMemoryCostRows(agentMemory),
 ];
 console.log(`\ncost per pod (issue 12), each against its floor in this run\n`);
 console.log('| figure | value | target |\n| --- | ---: | ---: |');
@@ -374,5 +387,5 @@ for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${v
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, targets }, null, 2)}\n`,
 );

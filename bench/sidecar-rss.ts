@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { nodeOptions } from '../webhook/agent-resources.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;
@@ -66,7 +66,10 @@ export async function benchSidecarRss(
   });
   await sm.send(new CreateSecretCommand({ Name: 'rss/one', SecretString: 'rss-one-v0' }));
   sm.destroy();
-  const options = nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!);
+  const options = nodeOptions(
+    WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!,
+    WEBHOOK_SETTINGS.SECRETS_VOLUME_SIZE_LIMIT.default!,
+  );
   const dir = mkdtempSync('/dev/shm/secret-agent-rss-');
   // The references' own volume: the agent refuses to overwrite a file it did not create.
   const referenceDir = mkdtempSync('/dev/shm/secret-agent-rss-reference-');

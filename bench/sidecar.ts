@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { FaultProxy } from '../test/support/fault-proxy.ts';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/render/agent-env.ts';
+import { nodeOptions } from '../webhook/agent-resources.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;
@@ -68,7 +68,10 @@ export async function benchSidecar(moto: Moto, soakSeconds: number): Promise<Sid
     AGENT_HTTP_ADDR: '127.0.0.1:0',
     LOG_LEVEL: 'warn',
     // As the webhook renders the agent container: heap capped at half the default memory limit.
-    NODE_OPTIONS: nodeOptions(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!),
+    NODE_OPTIONS: nodeOptions(
+      WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default!,
+      WEBHOOK_SETTINGS.SECRETS_VOLUME_SIZE_LIMIT.default!,
+    ),
     ROTATION_HTTP_URL: `POST http://127.0.0.1:${(app.address() as AddressInfo).port}/reload`,
   };
   for (let i = 0; i < 100; i++) {

@@ -1,4 +1,4 @@
-import { nodeOptions } from '../../webhook/render/agent-env.ts';
+import { nodeOptions } from '../../webhook/agent-resources.ts';
 import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -41,9 +41,9 @@ const AGENT_SECURITY = {
   capabilities: { drop: ['ALL'] },
   seccompProfile: { type: 'RuntimeDefault' },
 };
-const RESOURCES = { requests: { cpu: '10m', memory: '80Mi' }, limits: { memory: '128Mi' } };
-/** Half the default 128Mi memory limit caps the agent's heap. */
-const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=64 --max-semi-space-size=1' };
+const RESOURCES = { requests: { cpu: '15m', memory: '40Mi' }, limits: { memory: '128Mi' } };
+/** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-resources.ts). */
+const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=44 --max-semi-space-size=1' };
 /** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [
   '/nodejs/bin/node',
@@ -820,14 +820,25 @@ describe('garbage', () => {
 });
 
 describe('agent heap cap', () => {
-  it('gives the agent half its memory limit as V8 old space, so RSS stays flat inside the limit', () => {
-    assert.equal(nodeOptions('192Mi'), '--max-old-space-size=96 --max-semi-space-size=1');
-    assert.equal(nodeOptions('1Gi'), '--max-old-space-size=512 --max-semi-space-size=1');
-    assert.equal(nodeOptions('256M'), '--max-old-space-size=122 --max-semi-space-size=1');
+  it('follows the pod’s own memory limit and volume size: what is left once the volume and the reserve are taken out', () => {
+    const env = (annotations: Record<string, string>) => {
+      const pod = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db#password', ...annotations });
+      const result = admit(pod, CLUSTER);
+      assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+      const mutated = mutate(pod, decodePatch(result.review.response));
+      validatePod(mutated);
+      const agent = mutated.spec.initContainers!.find((c) => c.name === 'secret-agent')!;
+      return (agent.env as { name: string; value?: string }[]).find((e) => e.name === 'NODE_OPTIONS')!.value;
+    };
+    assert.equal(env({}), nodeOptions('128Mi', '8Mi'));
     assert.equal(
-      nodeOptions('40Mi'),
+      env({ 'secret-agent.io/agent-memory-limit': '256Mi', 'secret-agent.io/volume-size-limit': '16Mi' }),
+      '--max-old-space-size=164 --max-semi-space-size=1',
+    );
+    assert.equal(
+      env({ 'secret-agent.io/agent-memory-limit': '64Mi' }),
       '--max-old-space-size=32 --max-semi-space-size=1',
-      'never below 32 MiB',
+      'never below the floor',
     );
   });
 });

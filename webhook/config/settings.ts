@@ -23,6 +23,13 @@ import {
   pemCertificates,
   port,
 } from './setting-values.ts';
+import {
+  DEFAULT_CPU_REQUEST,
+  DEFAULT_MEMORY_LIMIT,
+  DEFAULT_MEMORY_REQUEST,
+  MEASURED,
+  OUTSIDE_HEAP_RESERVE_MIB,
+} from '../agent-resources.ts';
 
 /**
  * The webhook's own configuration, declared once as data like the agent's env: name, default,
@@ -123,20 +130,24 @@ export const WEBHOOK_SETTINGS = {
     doc: 'The group the webhook adds to a pod’s `supplementalGroups` to share its files (mode 0440) when its containers run as several or unknown uids and it has no fsGroup or common runAsGroup. Change it where a policy limits supplementalGroups (OpenShift SCCs).',
     parse: groupId,
   }),
-  AGENT_CPU_REQUEST: setting({ default: '10m', doc: 'Default agent CPU request.', parse: quantity }),
+  AGENT_CPU_REQUEST: setting({
+    default: DEFAULT_CPU_REQUEST,
+    doc: `Default agent CPU request: the share that gets the slowest start measured (${MEASURED.startCpuSeconds} CPU-s) done within INIT_DEADLINE on a node whose CPU is all taken; the steady state uses ~${MEASURED.steadyCpuMillicores}m (docs/webhook.md, What a pod costs).`,
+    parse: quantity,
+  }),
   AGENT_CPU_LIMIT: setting({
     default: '',
     doc: 'Default agent CPU limit (empty: none, to avoid throttling the cold start).',
     parse: optionalQuantity,
   }),
   AGENT_MEMORY_REQUEST: setting({
-    default: '80Mi',
-    doc: 'Default agent memory request (a sidecar with 100 AWS secrets uses ~66 MiB, with GCP ~74 MiB).',
+    default: DEFAULT_MEMORY_REQUEST,
+    doc: `Default agent memory request: the largest steady-state working set measured (${MEASURED.steadyWorkingSetMiB} MiB: 100 GCP secrets and an HTTP notifier) and a quarter more. What the node counts (usage − inactive file), not RSS, which counts the Node binary shared by every agent (docs/webhook.md, What a pod costs).`,
     parse: quantity,
   }),
   AGENT_MEMORY_LIMIT: setting({
-    default: '128Mi',
-    doc: 'Default agent memory limit; half of it caps the agent’s V8 heap (NODE_OPTIONS), so its memory stays flat inside the limit.',
+    default: DEFAULT_MEMORY_LIMIT,
+    doc: `Default agent memory limit: a tenth over the ${MEASURED.worstCaseCleanLimitMiB}Mi under which the worst case measured (the first agent on a node, 100 GCP secrets, rotations) barely thrashes. The agent’s V8 heap cap (NODE_OPTIONS) is the limit less the volume’s size and ${OUTSIDE_HEAP_RESERVE_MIB} MiB for the rest, so the heap gives out before the limit.`,
     parse: quantity,
   }),
   SECRETS_VOLUME_SIZE_LIMIT: setting({

@@ -1,6 +1,7 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import { nodeOptions } from '../agent-resources.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 
 /** A container env entry as the Pod API takes it. */
@@ -56,37 +57,10 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
     env.push(e);
   }
   env.push(...request.providerEnv);
-  env.push({ name: 'NODE_OPTIONS', value: nodeOptions(request.resources.limits.memory) });
+  env.push({
+    name: 'NODE_OPTIONS',
+    value: nodeOptions(request.resources.limits.memory, request.volumeSizeLimit),
+  });
   for (const [name, fieldPath] of DOWNWARD) env.push({ name, valueFrom: { fieldRef: { fieldPath } } });
   return { env, sources };
-}
-
-const UNIT_MIB: Record<string, number> = {
-  '': 1 / 1048576,
-  k: 1e3 / 1048576,
-  M: 1e6 / 1048576,
-  G: 1e9 / 1048576,
-  T: 1e12 / 1048576,
-  Ki: 1 / 1024,
-  Mi: 1,
-  Gi: 1024,
-  Ti: 1024 * 1024,
-};
-
-/**
- * V8 sizes its heap for the whole machine and grows it lazily, so a long-running agent's RSS creeps
- * toward the container's memory limit (measured: 125 -> 179 MiB over 10 minutes with 100 secrets, the
- * live heap flat at 10-20 MiB). Half the limit caps the old generation (the rest is Node's code, native
- * memory and buffers, ~50 MiB), and a 1 MiB young generation keeps each scavenge small; with the
- * default 128Mi limit that is a 64 MiB cap. These are the V8 flags NODE_OPTIONS takes; the sidecar
- * runs with the ones it refuses (no optimising compilers) on its command line: agent/contract/sidecar-v8-flags.ts.
- * Measured with both, against moto, a rotation every 10 s: 1 or 100 secrets 62 MiB, flat (idle node:
- * 42 MiB); 1 GCP secret 68 MiB.
- */
-export function nodeOptions(memoryLimit: string): string {
-  const m = /^([\d.]+)(k|M|G|T|Ki|Mi|Gi|Ti)?$/.exec(memoryLimit);
-  const mib = m ? Number(m[1]) * UNIT_MIB[m[2] ?? '']! : NaN;
-  // An unreadable limit (validated before, so never in practice): half the default 128Mi.
-  const heap = Number.isFinite(mib) ? Math.max(32, Math.floor(mib / 2)) : 64;
-  return `--max-old-space-size=${heap} --max-semi-space-size=1`;
 }
