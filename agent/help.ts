@@ -51,7 +51,7 @@ function entries(rows: readonly { name: string; default?: string | undefined; do
 }
 
 /**
- * `secret-agent --help`: usage and every setting, rendered from the same declarations the README
+ * `secret-agent --help`: usage and every setting, rendered from the same declarations the reference tables (docs/reference/agent.md)
  * tables are generated from (docs/tables.ts), so the two cannot disagree.
  */
 export function helpText(version: string): string {
@@ -99,7 +99,7 @@ export function helpText(version: string): string {
     'Helper programs (exec:):',
     entries(Object.entries(EXEC_SETTINGS).map(([name, s]) => ({ name, default: s.default, doc: s.doc }))),
     '',
-    'A misspelt variable (one close to these names) is an error, not ignored. More: README.md.',
+    'A misspelt variable (one close to these names) is an error, not ignored. More: docs/agent.md.',
     '',
   ].join('\n');
 }

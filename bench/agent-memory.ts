@@ -23,7 +23,7 @@ import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
 import { requirePodman } from '../images/container-engine.ts';
 import { readImagesManifest } from '../images/manifest.ts';
 import { freePort, type Moto } from '../test/support/moto.ts';
-import { nodeOptions, quantityBytes } from '../webhook/agent-resources.ts';
+import { nodeOptions, quantityBytes } from '../webhook/agent-sizing.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import type { PeakFigures } from './cgroup-peak-worker.ts';
 import {

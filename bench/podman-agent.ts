@@ -8,9 +8,8 @@ import { spawn } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import type { ContainerEngine } from '../images/container-engine.ts';
 import { emptyDirOnTmpfs, podmanRunArgs } from '../test/image/podman.ts';
-import { quantityBytes } from '../webhook/agent-resources.ts';
 import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../webhook/render/agent-containers.ts';
-import { nodeOptions } from '../webhook/agent-resources.ts';
+import { nodeOptions, quantityBytes } from '../webhook/agent-sizing.ts';
 import type { PeakFigures, PeakRequest } from './cgroup-peak-worker.ts';
 import type { CgroupLayout } from './memory-cgroup.ts';
 

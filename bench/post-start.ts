@@ -25,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 import { freePort, startMoto, type Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/agent-resources.ts';
+import { nodeOptions } from '../webhook/agent-sizing.ts';
 
 const root = new URL('../', import.meta.url).pathname;
 const HOOK = join(root, 'dist/wait-ready.cjs');

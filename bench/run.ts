@@ -6,9 +6,10 @@
  *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
  * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts; what its
  * postStart hook costs and how soon it lets the app start: bench/post-start.ts). Figures are medians; ratios are what to compare across
- * machines, then atomicity under stress (bench/atomicity.ts). Writes bench/results/latest.json.
- * and the webhook (bench/webhook/), and the images' sizes and container cold start (bench/images.ts). BENCH_ROUNDS (default 15), BENCH_SOAK_SECONDS (default 600: the
- * 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5) tune the run.
+ * machines, then atomicity under stress (bench/atomicity.ts), the webhook (bench/webhook/), and the images' sizes
+ * and container cold start (bench/images.ts). Writes bench/results/latest.json. BENCH_ROUNDS (default 15),
+ * BENCH_SOAK_SECONDS (default 600: the 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5)
+ * tune the run.
  * Then what an agent container costs the node (bench/agent-memory.ts: cgroup working set and anonymous
  * memory beside RSS, several containers at once, the first agent on a node, the worst case under
  * tighter limits): BENCH_MEMORY_SETTLE_SECONDS (45) and BENCH_MEMORY_TRIAL_LIMITS (96Mi,104Mi,112Mi;

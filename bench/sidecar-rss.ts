@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/agent-resources.ts';
+import { nodeOptions } from '../webhook/agent-sizing.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { FaultProxy } from '../test/support/fault-proxy.ts';
 import type { Moto } from '../test/support/moto.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
-import { nodeOptions } from '../webhook/agent-resources.ts';
+import { nodeOptions } from '../webhook/agent-sizing.ts';
 import { SIDECAR_V8_FLAGS } from '../agent/contract/sidecar-v8-flags.ts';
 
 const root = new URL('../', import.meta.url).pathname;

@@ -1,6 +1,6 @@
 /**
  * Reference tables, generated from the declarations in code so the docs cannot drift.
- * `npm run docs` rewrites the README, docs/webhook.md and docs/troubleshooting.md between
+ * `npm run docs` rewrites docs/reference/, docs/troubleshooting.md and docs/exec-helpers.md between
  * `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`; test/docs.test.ts fails when they differ.
  */
 import type { Registry } from 'prom-client';
@@ -106,7 +106,7 @@ function problemTable(whereHeader: string, rows: readonly ErrorRow[]): string {
 /** The webhook's answers to requests it cannot read, as opposed to its own start-up and TLS failures. */
 const isRequestError = (r: ErrorRow) => r.errorClass === 'BadReviewError' || r.errorClass === 'HttpError';
 
-/** The order the README lists providers in, then errors any provider can raise. */
+/** The order the agent reference lists providers in, then errors any provider can raise. */
 const PROVIDER_ORDER = [...new Set(REFERENCE_FORMS.map((f) => f.provider)), 'any'];
 
 function failureReason(row: ErrorRow): FailureReason {
@@ -227,7 +227,8 @@ export const EXEC_HELPER_TABLES: Record<string, () => string> = {
     ),
 };
 
-export const README_TABLES: Record<string, () => string> = {
+/** The agent's tables: docs/reference/agent.md. */
+export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
   'agent-env': () =>
     table(
       ['Variable', 'Default', 'Meaning'],
@@ -267,6 +268,15 @@ export const README_TABLES: Record<string, () => string> = {
       METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help]),
     ) +
     `\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag sampled every ${EVENT_LOOP_SAMPLE_MS} ms) prefixed \`secret_agent_process_\`.`,
+  references: () =>
+    `${table(
+      ['Provider', 'Form', 'Meaning'],
+      REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
+    )}\n\n${KEY_SUFFIX_DOC}`,
+};
+
+/** The webhook's tables: docs/reference/webhook.md. */
+export const WEBHOOK_REFERENCE_TABLES: Record<string, () => string> = {
   'webhook-metrics': () => metricsTable(createWebhookMetrics().registry),
   annotations: () =>
     table(
@@ -301,14 +311,23 @@ export const README_TABLES: Record<string, () => string> = {
       ['Variable', 'Default', 'Description'],
       Object.entries(WEBHOOK_SETTINGS).map(([name, s]) => [code(name), defaultCell(s.default), s.doc]),
     ),
-  references: () =>
-    `${table(
-      ['Provider', 'Form', 'Meaning'],
-      REFERENCE_FORMS.map((f) => [f.provider, code(f.form), f.meaning]),
-    )}\n\n${KEY_SUFFIX_DOC}`,
+};
+
+/** Every generated table, by the name of its block. */
+export const GENERATED_TABLES: Record<string, () => string> = {
+  ...AGENT_REFERENCE_TABLES,
+  ...WEBHOOK_REFERENCE_TABLES,
   ...TROUBLESHOOTING_TABLES,
   ...EXEC_HELPER_TABLES,
 };
+
+/** The document each table must appear in (it may appear elsewhere too). */
+export const TABLE_HOMES: Record<string, string> = Object.fromEntries([
+  ...Object.keys(AGENT_REFERENCE_TABLES).map((name) => [name, 'docs/reference/agent.md']),
+  ...Object.keys(WEBHOOK_REFERENCE_TABLES).map((name) => [name, 'docs/reference/webhook.md']),
+  ...Object.keys(TROUBLESHOOTING_TABLES).map((name) => [name, 'docs/troubleshooting.md']),
+  ...Object.keys(EXEC_HELPER_TABLES).map((name) => [name, 'docs/exec-helpers.md']),
+]);
 
 function metricsTable(registry: Registry): string {
   return table(
@@ -329,8 +348,8 @@ const BLOCK = /<!-- generated:([a-z-]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g;
 
 /** The documents whose generated blocks `npm run docs` keeps equal to the code. */
 export const GENERATED_DOCS = [
-  'README.md',
-  'docs/webhook.md',
+  'docs/reference/agent.md',
+  'docs/reference/webhook.md',
   'docs/troubleshooting.md',
   'docs/exec-helpers.md',
 ] as const;
@@ -338,7 +357,7 @@ export const GENERATED_DOCS = [
 /** A document with every generated block re-rendered. */
 export function renderGenerated(text: string): string {
   return text.replace(BLOCK, (_, name: string) => {
-    const render = README_TABLES[name];
+    const render = GENERATED_TABLES[name];
     if (!render) throw new Error(`a generated block "${name}" that docs/tables.ts does not know`);
     return `<!-- generated:${name} -->\n${render()}\n<!-- /generated:${name} -->`;
   });

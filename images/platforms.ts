@@ -23,7 +23,7 @@ export const PLATFORM_NAMES: Readonly<Record<Platform, PlatformNames>> = {
   'linux/arm64': { arch: 'arm64', nodeArch: 'arm64', qemu: 'qemu-aarch64' },
 };
 
-/** The env switch that builds fewer platforms (README, "Images"). */
+/** The env switch that builds fewer platforms (docs/images.md). */
 export const PLATFORMS_ENV = 'IMAGE_PLATFORMS';
 
 /** This machine's platform: the one the tests run natively. */

@@ -4,7 +4,7 @@
  * (https://slsa.dev/spec/v1.0/provenance) naming the commit, every input (the bases, each Debian
  * package with its version and SHA-256, each Node package with its integrity, the npm lockfile) and
  * the parameters of the build. Nothing in it varies between two builds of the same commit: no build
- * time, no random id; it is written unsigned (a release job signs it: README, "Images").
+ * time, no random id; it is written unsigned (a release job signs it: docs/images.md).
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';

@@ -5,7 +5,7 @@ import type { Env } from './settings.ts';
 
 /**
  * Reads a settings file (AGENT_CONFIG_FILE, WEBHOOK_CONFIG_FILE): a YAML mapping (JSON is YAML too)
- * whose keys are the env names of the README tables, so one vocabulary serves env, files and docs.
+ * whose keys are the env names of the reference tables (docs/reference/), so one vocabulary serves env, files and docs.
  * Scalars become the strings env would hold. Throws ConfigErrors naming `field` and each bad key;
  * parser messages are never passed on, because they quote the file's text.
  */
@@ -39,7 +39,7 @@ export function readConfigFile(path: string, field: string, isSetting: (key: str
       new ConfigError(
         field,
         `${quote(path)} is not a mapping of settings`,
-        'write NAME: value lines with the names of the README tables',
+        'write NAME: value lines with the setting names of docs/reference/',
       ),
     ]);
   }
@@ -51,7 +51,7 @@ export function readConfigFile(path: string, field: string, isSetting: (key: str
         new ConfigError(
           `${field} ${quote(key)}`,
           'is not a setting this file can hold',
-          'use the names of the README tables',
+          'use the setting names of docs/reference/',
         ),
       );
     else if (typeof value === 'string') env[key] = value;

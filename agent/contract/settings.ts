@@ -3,7 +3,7 @@ import { ConfigError, quote } from './errors.ts';
 
 /**
  * How settings are declared and read, shared by the agent's env contract and the webhook's config:
- * each setting is data (default, one-line doc, parser), so parsing, errors and the README tables
+ * each setting is data (default, one-line doc, parser), so parsing, errors and the reference tables
  * all come from one declaration.
  */
 

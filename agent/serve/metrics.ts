@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
- * The sidecar's metrics, declared once: the README table is generated from METRIC_DOCS. Labels are
+ * The sidecar's metrics, declared once: the reference table is generated from METRIC_DOCS. Labels are
  * provider names, reasons, file names and notifier kinds: configuration, never a value.
  */
 export const METRIC_DOCS = [

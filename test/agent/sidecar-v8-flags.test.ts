@@ -110,8 +110,8 @@ describe('the sidecar’s V8 flags', () => {
     assert.equal(run.stdout, '42');
   });
 
-  it('are each named in the README and docs/webhook.md, which tell operators what the sidecar runs with', () => {
-    for (const doc of ['README.md', 'docs/webhook.md']) {
+  it('are each named in docs/agent.md and docs/webhook.md, which tell operators what the sidecar runs with', () => {
+    for (const doc of ['docs/agent.md', 'docs/webhook.md']) {
       const text = readFileSync(new URL(`../../${doc}`, import.meta.url), 'utf8');
       for (const flag of SIDECAR_V8_FLAGS) assert.ok(text.includes(flag), `${doc} names ${flag}`);
     }

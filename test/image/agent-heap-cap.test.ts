@@ -7,7 +7,7 @@ import {
   nodeOptions,
   quantityBytes,
   v8HeapCapMiB,
-} from '../../webhook/agent-resources.ts';
+} from '../../webhook/agent-sizing.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { builtImages, emptyDirOnTmpfs, runContainer } from './podman.ts';
 
@@ -20,7 +20,7 @@ const VOLUME = WEBHOOK_SETTINGS.SECRETS_VOLUME_SIZE_LIMIT.default!;
  * agent's files are), holds the native memory and buffers the agent was measured to keep outside its
  * V8 heap (this Node's own come on top), then lets its heap grow without end. It must die of V8's heap
  * limit, with V8's message, not be OOM-killed (137, no message) first: v8HeapCapMiB's promise
- * (webhook/agent-resources.ts). The Node binary's pages, the rest of the reserve, are its own here,
+ * (webhook/agent-sizing.ts). The Node binary's pages, the rest of the reserve, are its own here,
  * which the kernel may reclaim; bench/agent-memory.ts measures what squeezing them costs.
  */
 const LEAK = `

@@ -1,5 +1,5 @@
 /**
- * What a platform team does with the archives (README, "Images"): push one with `skopeo copy --all`
+ * What a platform team does with the archives (docs/images.md): push one with `skopeo copy --all`
  * to its registry (here Debian's docker-registry on the loopback) and pull a platform's image from
  * it, or from the archive with `podman pull --arch`. Every digest must survive: the registry serves
  * the index and manifests the archive, images.json and the provenance name.

@@ -1,4 +1,4 @@
-import { nodeOptions } from '../../webhook/agent-resources.ts';
+import { nodeOptions } from '../../webhook/agent-sizing.ts';
 import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -42,7 +42,7 @@ const AGENT_SECURITY = {
   seccompProfile: { type: 'RuntimeDefault' },
 };
 const RESOURCES = { requests: { cpu: '15m', memory: '40Mi' }, limits: { memory: '128Mi' } };
-/** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-resources.ts). */
+/** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-sizing.ts). */
 const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=44 --max-semi-space-size=1' };
 /** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [

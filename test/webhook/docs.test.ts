@@ -18,8 +18,8 @@ describe('the annotation surface', () => {
       assert.deepEqual(matchFileAnnotation(`${prefix}db`), { name, file: 'db' });
   });
 
-  it('every annotation and webhook setting is in the generated tables of docs/webhook.md', () => {
-    const doc = readFileSync(join(ROOT, 'docs/webhook.md'), 'utf8');
+  it('every annotation and webhook setting is in the generated tables of docs/reference/webhook.md', () => {
+    const doc = readFileSync(join(ROOT, 'docs/reference/webhook.md'), 'utf8');
     for (const name of ['annotations', 'webhook-env'])
       assert.ok(doc.includes(`<!-- generated:${name} -->`), name);
     for (const name of Object.keys(POD_ANNOTATIONS))

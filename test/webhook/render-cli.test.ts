@@ -603,7 +603,7 @@ describe('render: settings', () => {
 });
 
 describe('the program’s --help and --version', () => {
-  it('--help prints the usage and every setting, from the same declarations as the README', async () => {
+  it('--help prints the usage and every setting, from the same declarations as the reference tables', async () => {
     const run = await webhookJs(['--help']);
     assert.equal(run.code, 0);
     assert.equal(run.stderr, '');

@@ -5,7 +5,7 @@ import { ANNOTATION_PREFIX } from '../../agent/contract/product-annotations.ts';
  * The webhook's public surface on pods, declared once as data: every annotation with its value
  * type, default, parser and one-line doc, pod-wide (pod-annotations.ts) and per file
  * (file-annotations.ts). Parsing, validation messages and the docs tables all come from these
- * declarations (docs/tables.ts renders them into the README and docs/webhook.md). The annotations
+ * declarations (docs/tables.ts renders them into docs/reference/webhook.md). The annotations
  * secret-agent writes itself are not settings: agent/contract/product-annotations.ts. This module:
  * what a declaration holds, and the prefix every key starts with.
  */

@@ -3,7 +3,7 @@ import { SERVE_EXIT } from './exit-codes.ts';
 import { POD_TEMPLATE_PATHS } from './pod-templates.ts';
 
 /**
- * The --help texts. The settings come from WEBHOOK_SETTINGS, the declarations the README's table is
+ * The --help texts. The settings come from WEBHOOK_SETTINGS, the declarations the reference table is
  * generated from, so the two cannot disagree.
  */
 
@@ -83,7 +83,7 @@ export function renderHelp(): string {
   ].join('\n');
 }
 
-/** Docs are Markdown for the README; a terminal shows them without backticks. */
+/** Docs are Markdown for docs/reference/; a terminal shows them without backticks. */
 function plain(text: string): string {
   return text.replace(/`/g, '');
 }

@@ -29,7 +29,7 @@ import {
   DEFAULT_MEMORY_REQUEST,
   MEASURED,
   OUTSIDE_HEAP_RESERVE_MIB,
-} from '../agent-resources.ts';
+} from '../agent-sizing.ts';
 
 /**
  * The webhook's own configuration, declared once as data like the agent's env: name, default,

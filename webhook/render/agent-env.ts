@@ -1,7 +1,7 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
-import { nodeOptions } from '../agent-resources.ts';
+import { nodeOptions } from '../agent-sizing.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 
 /** A container env entry as the Pod API takes it. */

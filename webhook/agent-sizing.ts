@@ -9,7 +9,7 @@ import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
  * the scheduler's requests should cover. Not RSS: a process's RSS counts the ~45 MiB of the Node binary
  * it maps, pages that every agent on a node shares and only the first one to fault them in is charged
  * for. Re-run the bench when the agent changes and update MEASURED: the defaults follow, and
- * test/webhook/agent-resources.test.ts checks the margins below.
+ * test/webhook/agent-sizing.test.ts checks the margins below.
  */
 
 /**

@@ -15,7 +15,7 @@ import {
   quantityValue,
   REQUEST_MARGIN,
   v8HeapCapMiB,
-} from '../../webhook/agent-resources.ts';
+} from '../../webhook/agent-sizing.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { AGENT_IMAGE } from './fixtures.ts';
