@@ -16,21 +16,12 @@ import {
   WARNINGS_ANNOTATION,
   STATUS_INJECTED,
 } from '../../agent/contract/product-annotations.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { FILE_ANNOTATION_PREFIXES, matchFileAnnotation } from '../../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { ROOT } from '../support/run-agent.ts';
-import {
-  basicPod,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
-} from '../webhook/fixtures.ts';
+import { basicPod, admitThroughWebhook, injectedPod } from '../webhook/fixtures.ts';
 
 const NAME = '([A-Za-z0-9][-A-Za-z0-9_.]*)';
 /** The ways the code spells a key: a literal, a template on the prefix constant, a concatenation. */
@@ -128,13 +119,10 @@ describe('the annotations secret-agent writes itself', () => {
         { ...written, 'secret-agent.io/secret-db': 'aws:prod/db' },
         securityContext ? { securityContext } : {},
       );
-      const defaults = injectionDefaults({ AGENT_AWS_REGION: 'eu-west-1' });
-      const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), defaults);
-      assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+      const result = admitThroughWebhook(pod, { AGENT_AWS_REGION: 'eu-west-1' });
       assertNoCanary(JSON.stringify(result.review), 'the AdmissionReview response');
       assertNoCanary(JSON.stringify(result.log), 'the decision log');
-      const patched = mutate(pod, decodePatch(result.review.response));
-      validatePod(patched);
+      const patched = injectedPod(pod, result);
       const { [WARNINGS_ANNOTATION]: _carried, ...kept } = pod.metadata.annotations!;
       const warnings = result.review.response.warnings ?? [];
       assert.equal(warnings.length, securityContext ? 0 : 1);
@@ -156,8 +144,7 @@ describe('the annotations secret-agent writes itself', () => {
       'secret-agent.io/secret-db': 'aws:prod/db',
       'secret-agent.io/mode': 'x',
     });
-    const defaults = injectionDefaults({ AGENT_AWS_REGION: 'eu-west-1' });
-    const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), defaults);
+    const result = admitThroughWebhook(pod, { AGENT_AWS_REGION: 'eu-west-1' });
     assert.equal(result.outcome, 'denied');
     const message = result.review.response.status?.message ?? '';
     assert.match(message, /secret-agent\.io\/mode: "x" is not an injection mode/);

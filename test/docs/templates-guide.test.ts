@@ -12,18 +12,8 @@ import { sourceKey } from '../../agent/contract/reference.ts';
 import { loadFormats } from '../../agent/format/load-formats.ts';
 import { renderFiles, SecretFormatError, type FileEntry } from '../../agent/format/render-files.ts';
 import { formatFailureSummary, type SecretFailure } from '../../agent/modes/init.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
-import {
-  basicPod,
-  containerEnv,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
-} from '../webhook/fixtures.ts';
+import { basicPod, containerEnv, admitThroughWebhook, injectedPod } from '../webhook/fixtures.ts';
 
 /**
  * docs/templates.md cannot drift: every example in it (between `<!-- example: NAME -->` and
@@ -115,11 +105,9 @@ async function run(example: Example): Promise<Outcome> {
     const annotations = doc.metadata.annotations;
     for (const key of Object.keys(annotations)) assert.ok(key.startsWith('secret-agent.io/'), key);
     const shape = basicPod(annotations);
-    const result = admitPod(decodeAdmissionReview(JSON.stringify(review(shape))), injectionDefaults(CLUSTER));
+    const result = admitThroughWebhook(shape, CLUSTER);
     if (result.outcome === 'denied') return { refused: result.review.response.status!.message };
-    assert.equal(result.outcome, 'injected');
-    const mutated = mutate(shape, decodePatch(result.review.response));
-    validatePod(mutated);
+    const mutated = injectedPod(shape, result);
     const agent = [...(mutated.spec.initContainers ?? []), ...mutated.spec.containers].find(
       (c) => c.name === AGENT_CONTAINER || c.name === AGENT_INIT_CONTAINER,
     );

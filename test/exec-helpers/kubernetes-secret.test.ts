@@ -12,17 +12,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import { parseReference, type ExecReference } from '../../agent/contract/reference.ts';
 import { openExecProvider } from '../../agent/providers/exec/exec-provider.ts';
 import { EXEC_SETTINGS } from '../../agent/providers/exec/env.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
-import {
-  basicPod,
-  containerEnv,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
-} from '../webhook/fixtures.ts';
+import { basicPod, containerEnv, admitThroughWebhook, injectedPod } from '../webhook/fixtures.ts';
 import { startKubernetesWorkloadsFake, type KubernetesWorkloadsFake } from '../fakes/kubernetes-workloads.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { memoryDir, runAgent } from '../support/run-agent.ts';
@@ -162,16 +152,11 @@ describe('the kubernetes-secret exec: helper, through the built agent', () => {
       },
       { serviceAccountName: 'web' },
     );
-    const result = admitPod(
-      decodeAdmissionReview(JSON.stringify(review(pod))),
-      injectionDefaults({
-        ALLOW_EXEC_REFERENCES: 'true',
-        EXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers"}}',
-      }),
-    );
-    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
-    const patched = mutate(pod, decodePatch(result.review.response));
-    validatePod(patched);
+    const result = admitThroughWebhook(pod, {
+      ALLOW_EXEC_REFERENCES: 'true',
+      EXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers"}}',
+    });
+    const patched = injectedPod(pod, result);
     const [agent] = (patched.spec.initContainers ?? []).filter((c) => c.name === 'secret-agent-init');
     const mounts = agent!.volumeMounts as { name: string; mountPath: string }[];
     // The agent's default EXEC_HELPERS_DIR is where the webhook mounts the helpers: no env needed.

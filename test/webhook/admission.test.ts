@@ -3,7 +3,6 @@ import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-co
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
@@ -11,6 +10,7 @@ import { parseVaultSettings } from '../../agent/providers/vault/config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import {
+  admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
@@ -22,9 +22,7 @@ import {
   type PodDoc,
 } from './fixtures.ts';
 
-function admit(pod: unknown, env: Record<string, string> = {}, options: Parameters<typeof review>[1] = {}) {
-  return admitPod(decodeAdmissionReview(JSON.stringify(review(pod, options))), injectionDefaults(env));
-}
+const admit = admitThroughWebhook;
 
 /** What a cluster's webhook sets so that aws:NAME and vault: references can work (else they are refused). */
 const CLUSTER = {

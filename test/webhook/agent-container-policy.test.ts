@@ -1,18 +1,15 @@
 import fc from 'fast-check';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { AGENT_OWN_PATHS } from '../../webhook/parse/agent-container-policy.ts';
 import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
+  admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
   decodePatch,
-  injectionDefaults,
   mutate,
-  review,
   validatePod,
   type PodDoc,
 } from './fixtures.ts';
@@ -26,12 +23,8 @@ import {
 const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
 const db = { 'secret-agent.io/secret-db': 'aws:prod/db' };
 
-function admit(pod: PodDoc, env: Record<string, string> = {}) {
-  return admitPod(
-    decodeAdmissionReview(JSON.stringify(review(pod))),
-    injectionDefaults({ ...CLUSTER, ...env }),
-  );
-}
+const admit = (pod: PodDoc, env: Record<string, string> = {}) =>
+  admitThroughWebhook(pod, { ...CLUSTER, ...env });
 
 const overlaps = (a: string, b: string) =>
   a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === '/' || b === '/';

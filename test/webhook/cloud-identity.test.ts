@@ -6,21 +6,16 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
 import { AGENT_OWN_PATHS } from '../../webhook/parse/agent-container-policy.ts';
 import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { memoryDir, runAgent } from '../support/run-agent.ts';
 import {
+  admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
+  injectedPod,
   type PodDoc,
 } from './fixtures.ts';
 
@@ -102,10 +97,8 @@ interface Admitted {
 
 /** Through the real admission code: the patched pod (schema-checked), its warnings and agent containers. */
 function admit(pod: PodDoc, env: Record<string, string> = CLUSTER): Admitted {
-  const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(env));
-  assert.equal(result.outcome, 'injected', result.review.response.status?.message);
-  const patched = mutate(pod, decodePatch(result.review.response));
-  validatePod(patched);
+  const result = admitThroughWebhook(pod, env);
+  const patched = injectedPod(pod, result);
   const agents = [...(patched.spec.initContainers ?? []), ...patched.spec.containers]
     .filter((c) => c.image === AGENT_IMAGE)
     .map((c) => ({

@@ -7,19 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { WARNINGS_ANNOTATION } from '../../agent/contract/product-annotations.ts';
-import {
-  basicPod,
-  containerEnv,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
-  type PodDoc,
-} from './fixtures.ts';
+import { admitThroughWebhook, basicPod, containerEnv, injectedPod, type PodDoc } from './fixtures.ts';
 
 const REF = { 'secret-agent.io/secret-db': 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf' };
 
@@ -33,10 +22,8 @@ interface Outcome {
 
 /** Admits `pod` and reads back what the kubelet would run: the agent's ids, its FILE_MODE, the pod's groups. */
 function admitted(pod: PodDoc, env: Record<string, string> = {}): Outcome {
-  const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(env));
-  assert.equal(result.outcome, 'injected', result.review.response.status?.message);
-  const patched = mutate(pod, decodePatch(result.review.response));
-  validatePod(patched);
+  const result = admitThroughWebhook(pod, env);
+  const patched = injectedPod(pod, result);
   const agents = (patched.spec.initContainers ?? []).filter((c) => String(c.name).startsWith('secret-agent'));
   assert.equal(agents.length, 1);
   const agent = agents[0]!;
@@ -60,7 +47,7 @@ function admitted(pod: PodDoc, env: Record<string, string> = {}): Outcome {
 }
 
 function refused(pod: PodDoc): string {
-  const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults());
+  const result = admitThroughWebhook(pod);
   assert.equal(result.outcome, 'denied');
   return result.review.response.status!.message;
 }

@@ -1,4 +1,7 @@
+import assert from 'node:assert/strict';
 import { Pod } from 'kubernetes-models/v1';
+import { admitPod, type AdmissionResult } from '../../webhook/admission/admit-pod.ts';
+import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import type { Env } from '../../agent/contract/settings.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import type { InjectionDefaults } from '../../webhook/config/injection-defaults.ts';
@@ -75,6 +78,23 @@ export function decodePatch(response: { patch?: string }): JsonPatchOperation[] 
 
 export function mutate(pod: PodDoc, ops: readonly JsonPatchOperation[]): PodDoc {
   return applyJsonPatch(pod, ops);
+}
+
+/** `pod` through the real admission code, from the AdmissionReview's JSON text as the server reads it. */
+export function admitThroughWebhook(
+  pod: unknown,
+  env: Record<string, string> = {},
+  options: Parameters<typeof review>[1] = {},
+): AdmissionResult {
+  return admitPod(decodeAdmissionReview(JSON.stringify(review(pod, options))), injectionDefaults(env));
+}
+
+/** The pod as the API server stores it after an injection: the patch applied, the result schema-checked. */
+export function injectedPod(pod: PodDoc, result: AdmissionResult): PodDoc {
+  assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+  const patched = mutate(pod, decodePatch(result.review.response));
+  validatePod(patched);
+  return patched;
 }
 
 /** Throws with the schema error if the pod is not a valid v1 Pod. */

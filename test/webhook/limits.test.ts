@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES } from '../../agent/contract/value-limits.ts';
-import { admitPod, MAX_SHOWN_PROBLEMS } from '../../webhook/admission/admit-pod.ts';
+import { MAX_SHOWN_PROBLEMS } from '../../webhook/admission/admit-pod.ts';
 import {
   MAX_ANNOTATION_NAME,
   MAX_ANNOTATION_TOTAL_BYTES,
@@ -25,12 +25,12 @@ import { assertNoCanary, canary } from '../support/canary.ts';
 import { captureLog } from '../support/captured-log.ts';
 import { runAgent } from '../support/run-agent.ts';
 import {
+  admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
-  injectionDefaults,
-  mutate,
   decodePatch,
+  mutate,
   review,
   validatePod,
 } from './fixtures.ts';
@@ -39,9 +39,7 @@ import { certDir, makeServingPair, SERVER_NAME } from './tls-certs.ts';
 
 const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
 
-function admit(pod: unknown) {
-  return admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(CLUSTER));
-}
+const admit = (pod: unknown) => admitThroughWebhook(pod, CLUSTER);
 
 /** The refusal of a pod, which must be denied. */
 function refusal(pod: unknown): { message: string; log: Record<string, unknown> } {

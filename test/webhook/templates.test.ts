@@ -9,16 +9,13 @@ import type { AgentConfig } from '../../agent/contract/agent-config.ts';
 import { sourceKey } from '../../agent/contract/reference.ts';
 import { loadFormats } from '../../agent/format/load-formats.ts';
 import { renderFiles } from '../../agent/format/render-files.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import {
+  admitThroughWebhook,
   basicPod,
   containerEnv,
   decodePatch,
-  injectionDefaults,
   mutate,
-  review,
   validatePod,
   type PodDoc,
 } from './fixtures.ts';
@@ -33,12 +30,8 @@ import {
 const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
 const P = 'secret-agent.io/';
 
-function admit(pod: PodDoc, env: Record<string, string> = {}) {
-  return admitPod(
-    decodeAdmissionReview(JSON.stringify(review(pod))),
-    injectionDefaults({ ...CLUSTER, ...env }),
-  );
-}
+const admit = (pod: PodDoc, env: Record<string, string> = {}) =>
+  admitThroughWebhook(pod, { ...CLUSTER, ...env });
 
 /** The mutated pod, checked against the v1 Pod schema, and every agent container's env. */
 function inject(pod: PodDoc, env: Record<string, string> = {}) {

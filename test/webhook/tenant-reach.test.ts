@@ -1,21 +1,10 @@
 import fc from 'fast-check';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { POD_ANNOTATIONS, type PodAnnotationName } from '../../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../../webhook/annotations/annotation.ts';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
-import {
-  AGENT_IMAGE,
-  basicPod,
-  containerEnv,
-  decodePatch,
-  injectionDefaults,
-  mutate,
-  review,
-  validatePod,
-} from './fixtures.ts';
+import { admitThroughWebhook, AGENT_IMAGE, basicPod, containerEnv, injectedPod } from './fixtures.ts';
 
 /**
  * What a tenant's annotations can reach in the agent container's env (docs/security.md): the
@@ -117,10 +106,9 @@ const REFERENCES = {
 /** Each agent container's env, when the pod is admitted. */
 function agentEnvs(annotations: Record<string, string>): Record<string, string | undefined>[] | undefined {
   const pod = basicPod(annotations);
-  const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(CLUSTER));
+  const result = admitThroughWebhook(pod, CLUSTER);
   if (result.outcome !== 'injected') return undefined;
-  const patched = mutate(pod, decodePatch(result.review.response));
-  validatePod(patched);
+  const patched = injectedPod(pod, result);
   return [...(patched.spec.initContainers ?? []), ...patched.spec.containers]
     .filter((c) => c.image === AGENT_IMAGE)
     .map((c) => containerEnv(c, patched));
@@ -201,7 +189,7 @@ describe('what a pod’s annotations reach in the agent container', () => {
       'https-proxy',
     ]) {
       const pod = basicPod({ ...REFERENCES, [PREFIX + name]: 'https://attacker.example' });
-      const result = admitPod(decodeAdmissionReview(JSON.stringify(review(pod))), injectionDefaults(CLUSTER));
+      const result = admitThroughWebhook(pod, CLUSTER);
       assert.equal(result.outcome, 'denied', name);
       assert.match(
         result.review.response.status!.message,

@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseVaultSettings } from '../../agent/providers/vault/config.ts';
-import { admitPod } from '../../webhook/admission/admit-pod.ts';
-import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
+  admitThroughWebhook,
   basicPod,
   containerEnv,
   decodePatch,
   injectionDefaults,
   mutate,
-  review,
   validatePod,
 } from './fixtures.ts';
 
@@ -26,10 +24,7 @@ function admit(annotations: Record<string, string>, env: Record<string, string>,
   const pod = basicPod({ 'secret-agent.io/secret-db': 'vault:secret/data/db', ...annotations });
   return {
     pod,
-    result: admitPod(
-      decodeAdmissionReview(JSON.stringify(review(pod, { namespace }))),
-      injectionDefaults({ ...VAULT, ...env }),
-    ),
+    result: admitThroughWebhook(pod, { ...VAULT, ...env }, { namespace }),
   };
 }
 
@@ -212,9 +207,10 @@ describe('VAULT_NAMESPACE_PINS: a Kubernetes namespace pinned to a Vault namespa
       /secret-agent\.io\/secret-db: reads Vault, but VAULT_NAMESPACE_PINS pins no Vault namespace for this pod's Kubernetes namespace "other".*Fix: ask the cluster admin to pin "other"/,
     );
     const pod = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db' });
-    const result = admitPod(
-      decodeAdmissionReview(JSON.stringify(review(pod, { namespace: 'other' }))),
-      injectionDefaults({ ...PINS, AGENT_AWS_REGION: 'eu-west-1' }),
+    const result = admitThroughWebhook(
+      pod,
+      { ...PINS, AGENT_AWS_REGION: 'eu-west-1' },
+      { namespace: 'other' },
     );
     assert.equal(result.outcome, 'injected');
   });
