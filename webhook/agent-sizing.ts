@@ -137,6 +137,14 @@ export function v8HeapCapMiB(memoryLimit: string, volumeSizeLimit: string): numb
 }
 
 /**
+ * The smallest memory limit (MiB) under which v8HeapCapMiB still leaves the heap its floor with this
+ * volume: below it the cap no longer keeps the container under its limit.
+ */
+export function smallestGuardedLimitMiB(volumeSizeLimit: string): number {
+  return Math.ceil(quantityValue(volumeSizeLimit) / 1048576) + OUTSIDE_HEAP_RESERVE_MIB + MIN_HEAP_MIB;
+}
+
+/**
  * The agent's NODE_OPTIONS. V8 otherwise sizes its heap for the whole machine and grows it lazily, so
  * a long-running agent's RSS creeps toward the container's limit (measured: 125 -> 179 MiB over 10
  * minutes with 100 secrets, the live heap flat at 10-20 MiB). The cap (v8HeapCapMiB) bounds the old

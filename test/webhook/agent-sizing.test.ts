@@ -14,11 +14,12 @@ import {
   quantityBytes,
   quantityValue,
   REQUEST_MARGIN,
+  smallestGuardedLimitMiB,
   v8HeapCapMiB,
 } from '../../webhook/agent-sizing.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
-import { AGENT_IMAGE } from './fixtures.ts';
+import { admitThroughWebhook, AGENT_IMAGE, basicPod } from './fixtures.ts';
 
 const MiB = (q: string) => quantityValue(q) / 1048576;
 
@@ -137,5 +138,51 @@ describe('agent resources: the V8 heap cap', () => {
     assert.equal(nodeOptions('1Gi', '8Mi'), '--max-old-space-size=940 --max-semi-space-size=1');
     assert.equal(nodeOptions('256M', '8Mi'), '--max-old-space-size=160 --max-semi-space-size=1');
     assert.equal(nodeOptions('64Mi', '8Mi'), '--max-old-space-size=32 --max-semi-space-size=1', 'the floor');
+  });
+});
+
+describe('agent resources: a pod’s limit too small for the heap cap', () => {
+  const db = { 'secret-agent.io/secret-db': 'aws:prod/db' };
+  const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
+  const warnings = (annotations: Record<string, string>) => {
+    const result = admitThroughWebhook(basicPod({ ...db, ...annotations }), CLUSTER);
+    assert.equal(result.outcome, 'injected', result.review.response.status?.message);
+    return (result.review.response.warnings ?? []).filter((w) => w.includes('agent-memory-limit'));
+  };
+
+  it('is the floor of the heap plus the reserve plus the volume: 116Mi with the default 8Mi volume', () => {
+    assert.equal(smallestGuardedLimitMiB('8Mi'), 116);
+    assert.equal(smallestGuardedLimitMiB('64Mi'), 172);
+    for (const volume of ['8Mi', '16Mi', '64Mi']) {
+      const smallest = smallestGuardedLimitMiB(volume);
+      assert.ok(v8HeapCapMiB(`${smallest}Mi`, volume) === MIN_HEAP_MIB);
+      assert.ok(smallest - MiB(volume) - OUTSIDE_HEAP_RESERVE_MIB >= MIN_HEAP_MIB, volume);
+      assert.ok(smallest - 1 - MiB(volume) - OUTSIDE_HEAP_RESERVE_MIB < MIN_HEAP_MIB, volume);
+    }
+  });
+
+  it('is admitted with a warning naming the annotation, both sizes and the smallest limit that is guarded', () => {
+    const [warning, ...rest] = warnings({ 'secret-agent.io/agent-memory-limit': '96Mi' });
+    assert.deepEqual(rest, []);
+    assert.match(
+      warning!,
+      /secret-agent\.io\/agent-memory-limit is 96Mi and the secrets volume 8Mi: below 116Mi/,
+    );
+    assert.match(warning!, /Set at least 116Mi, or leave it unset/);
+    const [big] = warnings({ 'secret-agent.io/volume-size-limit': '64Mi' });
+    assert.match(
+      big!,
+      /is 128Mi and the secrets volume 64Mi: below 172Mi/,
+      'a large volume under the default limit',
+    );
+  });
+
+  it('says nothing at or above that limit, or when the pod sets neither (the defaults are the cluster’s)', () => {
+    assert.deepEqual(warnings({ 'secret-agent.io/agent-memory-limit': '116Mi' }), []);
+    assert.deepEqual(warnings({ 'secret-agent.io/agent-memory-limit': '1Gi' }), []);
+    assert.deepEqual(warnings({}), []);
+    const small = admitThroughWebhook(basicPod(db), { ...CLUSTER, AGENT_MEMORY_LIMIT: '96Mi' });
+    assert.equal(small.outcome, 'injected');
+    assert.ok(!(small.review.response.warnings ?? []).some((w) => w.includes('agent-memory-limit')));
   });
 });

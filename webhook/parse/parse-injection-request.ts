@@ -63,7 +63,7 @@ export function parseInjectionRequest(
     defaults,
   });
   errors.push(...fileAccess.errors);
-  const { resources, volumeSizeLimit } = agentResources(read, defaults);
+  const { resources, volumeSizeLimit, warnings: resourceWarnings } = agentResources(read, defaults);
   const providers = providerEnv(pod, namespace, read, references, defaults, errors);
   checkProviderPrerequisites(references, values.pod, providers.providerEnv, pod, errors);
 
@@ -91,6 +91,7 @@ export function parseInjectionRequest(
       ...fileAccess.warnings,
       ...signalWarnings(processes.signal, fileAccess.access),
       ...riskWarnings(values.pod, values.files, sidecar),
+      ...resourceWarnings,
       ...providers.warnings,
     ],
   };
