@@ -1,4 +1,5 @@
 import { quote } from '../../contract/errors.ts';
+import { isLoopbackHost } from '../loopback.ts';
 import { ProviderError } from '../provider.ts';
 
 /**
@@ -19,8 +20,6 @@ export interface Endpoint {
   readonly port: number;
   readonly plaintext: boolean;
 }
-
-const LOOPBACK = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
 
 /**
  * An endpoint override (`variable` names it in errors): `host:port`, plaintext on loopback and TLS
@@ -48,7 +47,7 @@ export function parseEndpoint(
     );
   }
   const [, scheme, host] = m as unknown as [string, string | undefined, string];
-  const loopback = LOOPBACK.test(host);
+  const loopback = isLoopbackHost(host);
   const plaintext = scheme === 'http' || (scheme === undefined && loopback);
   if (plaintext && !loopback) {
     throw new ProviderError(

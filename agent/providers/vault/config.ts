@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { parseVaultNamespace } from '../../contract/reference.ts';
+import { isLoopbackHost } from '../loopback.ts';
 import { ProviderError } from '../provider.ts';
 import { DEFAULT_SA_TOKEN_FILE } from './env.ts';
 
@@ -118,7 +118,7 @@ export function parseVaultSettings(env: Env): VaultSettings {
       'set it to true or false',
     );
   const skipVerify = skipText === 'true' || skipText === '1';
-  if (skipVerify && addr.protocol === 'https:' && !isLoopback(addr.hostname)) {
+  if (skipVerify && addr.protocol === 'https:' && !isLoopbackHost(addr.hostname)) {
     throw invalid(
       'VAULT_SKIP_VERIFY',
       `is true for the non-loopback address ${addr.host}`,
@@ -335,7 +335,7 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
         !iamEndpoint ||
         !(
           iamEndpoint.protocol === 'https:' ||
-          (iamEndpoint.protocol === 'http:' && isLoopback(iamEndpoint.hostname))
+          (iamEndpoint.protocol === 'http:' && isLoopbackHost(iamEndpoint.hostname))
         ) ||
         iamEndpoint.username ||
         iamEndpoint.password ||
@@ -357,11 +357,4 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
       };
     }
   }
-}
-
-export function isLoopback(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, '');
-  if (host === 'localhost') return true;
-  if (isIP(host) === 4) return host.startsWith('127.');
-  return host === '::1';
 }
