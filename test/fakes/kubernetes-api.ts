@@ -73,6 +73,8 @@ export interface FakeKubernetesApi {
   secret(namespace: string, name: string): KubeObject | undefined;
   webhookConfiguration(name: string): KubeObject | undefined;
   putWebhookConfiguration(object: KubeObject): void;
+  /** As `kubectl delete mutatingwebhookconfiguration NAME`, or a configuration never applied. */
+  deleteWebhookConfiguration(name: string): void;
   /** Holds the next `count` Secret GET responses until all of them have arrived, so callers race. */
   holdSecretReads(count: number): void;
   /** The next GET /version answers, in order; the last one repeats. Default: v1.31.2. */
@@ -348,6 +350,9 @@ export async function startFakeKubernetesApi(
     putWebhookConfiguration: (object) => {
       new MutatingWebhookConfiguration(object as never).validate();
       configs.set(object.metadata.name as string, stamp(object));
+    },
+    deleteWebhookConfiguration: (name) => {
+      configs.delete(name);
     },
     holdSecretReads: (count) => {
       held = { count, waiting: [] };

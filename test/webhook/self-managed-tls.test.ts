@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { ConfigErrors } from '../../agent/contract/errors.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
-import { KubernetesApi, KubernetesApiError } from '../../webhook/kubernetes-api.ts';
+import { KubernetesApi } from '../../webhook/kubernetes-api.ts';
 import { MissingPermissionError, type Permission } from '../../webhook/missing-permission.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { SelfManagedTls, type ServingMaterial } from '../../webhook/tls/self-managed.ts';
@@ -167,12 +168,47 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
     assert.ok(caBundle().includes(next!));
   });
 
-  it('a bad token surfaces as a 401 error, not a crash', async () => {
+  it('a token the API server refuses (401) is a setting to fix, naming TLS_MODE and the token mount', async () => {
     writeFileSync(tokenFile, 'wrong-token\n');
-    await assert.rejects(
-      replica().reconcile(),
-      (e: unknown) => e instanceof KubernetesApiError && e.status === 401,
+    const error = await replica()
+      .reconcile()
+      .then(
+        () => assert.fail('reconciled with a refused token'),
+        (e: unknown) => e,
+      );
+    assert.ok(error instanceof ConfigErrors, String(error));
+    const [only, ...rest] = error.errors;
+    assert.deepEqual(rest, []);
+    assert.equal(only!.field, 'TLS_MODE');
+    assert.match(
+      only!.problem,
+      /did not accept the webhook's service-account token \(GET \S+: 401 Unauthorized/,
     );
+    assert.match(only!.fix, /automountServiceAccountToken must not be false.*or use TLS_MODE=file$/);
+    assert.doesNotMatch(error.message, /wrong-token/, 'never the token');
+  });
+
+  it('a webhook configuration that does not exist (404) names WEBHOOK_CONFIGURATION_NAME and how to apply it', async () => {
+    fake.deleteWebhookConfiguration(CONFIGURATION);
+    const error = await replica()
+      .reconcile()
+      .then(
+        () => assert.fail('reconciled without a webhook configuration'),
+        (e: unknown) => e,
+      );
+    assert.ok(error instanceof ConfigErrors, String(error));
+    const [only] = error.errors;
+    assert.equal(only!.field, 'WEBHOOK_CONFIGURATION_NAME');
+    assert.match(
+      only!.problem,
+      /^the MutatingWebhookConfiguration "secret-agent", whose caBundle self-managed TLS keeps, does not exist \(GET \S+: 404 NotFound: mutatingwebhookconfigurations\.admissionregistration\.k8s\.io "secret-agent" not found\)$/,
+    );
+    assert.match(
+      only!.fix,
+      /kubectl apply -k deploy\/overlays\/self-managed\).*kubectl get mutatingwebhookconfigurations/,
+    );
+    // The Secret is a good certificate all the same: kept for the next start.
+    assert.ok(fake.secret(NAMESPACE, SECRET));
   });
 
   describe('a permission the installation lacks: MissingPermissionError naming it and its manifest', () => {

@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { quote } from '../../agent/contract/errors.ts';
+import { ConfigError, ConfigErrors, quote } from '../../agent/contract/errors.ts';
 import type { Logger } from '../../agent/log.ts';
 import { KubernetesApiError, type KubernetesApi, type SecretObject } from '../kubernetes-api.ts';
 import { describePermission, MissingPermissionError, type Permission } from '../missing-permission.ts';
@@ -63,7 +63,8 @@ const KEYS = {
 const MAX_ATTEMPTS = 5;
 
 /** Where deploy/ grants what self-managed TLS calls (the overlay that sets TLS_MODE=self-managed). */
-const RBAC_MANIFEST = 'deploy/overlays/self-managed/rbac.yaml';
+const OVERLAY = 'deploy/overlays/self-managed';
+const RBAC_MANIFEST = `${OVERLAY}/rbac.yaml`;
 const SECRET_GRANT = 'the Role secret-agent-webhook-tls and its RoleBinding';
 const CA_BUNDLE_GRANT = 'the ClusterRole secret-agent-webhook-cabundle and its ClusterRoleBinding';
 
@@ -75,7 +76,7 @@ function missingPermission(permission: Permission, e: KubernetesApiError): Missi
   return new MissingPermissionError(
     permission,
     `the webhook's service account may not ${describePermission(permission)}, which self-managed TLS needs (${e.message})`,
-    `apply ${grant} from ${RBAC_MANIFEST} (kubectl apply -k deploy/overlays/self-managed), bound to the webhook's ServiceAccount in its namespace${names}`,
+    `apply ${grant} from ${RBAC_MANIFEST} (kubectl apply -k ${OVERLAY}), bound to the webhook's ServiceAccount in its namespace${names}`,
   );
 }
 
@@ -275,12 +276,34 @@ export class SelfManagedTls {
   }
 }
 
-/** `call`'s result; a 403 becomes the MissingPermissionError naming `permission`. */
+/**
+ * `call`'s result. What the installation must fix is told as such, not as a fault of ours (exit 70):
+ * a 403 becomes the MissingPermissionError naming `permission`; a 401 (the token is not accepted) and
+ * a 404 for the webhook configuration (its name is not what was applied) become ConfigErrors naming
+ * the setting and the fix (exit 2).
+ */
 async function permitted<T>(permission: Permission, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (e) {
-    if (e instanceof KubernetesApiError && e.status === 403) throw missingPermission(permission, e);
+    if (!(e instanceof KubernetesApiError)) throw e;
+    if (e.status === 403) throw missingPermission(permission, e);
+    if (e.status === 401)
+      throw new ConfigErrors([
+        new ConfigError(
+          'TLS_MODE',
+          `self-managed TLS calls the Kubernetes API, which did not accept the webhook's service-account token (${e.message})`,
+          "let the Deployment mount its ServiceAccount's token (automountServiceAccountToken must not be false) and check that the ServiceAccount exists, or use TLS_MODE=file",
+        ),
+      ]);
+    if (e.status === 404 && permission.resource === 'mutatingwebhookconfigurations')
+      throw new ConfigErrors([
+        new ConfigError(
+          'WEBHOOK_CONFIGURATION_NAME',
+          `the MutatingWebhookConfiguration ${quote(permission.name ?? '')}, whose caBundle self-managed TLS keeps, does not exist (${e.message})`,
+          `apply it (kubectl apply -k ${OVERLAY}), or set WEBHOOK_CONFIGURATION_NAME to the name of the one you applied (kubectl get mutatingwebhookconfigurations)`,
+        ),
+      ]);
     throw e;
   }
 }
