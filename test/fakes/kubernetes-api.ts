@@ -68,6 +68,11 @@ export interface FakeKubernetesApi {
    * deploy/overlays/self-managed/rbac.yaml grants. Delete one to act out an installation without it.
    */
   readonly allowed: Set<string>;
+  /**
+   * The namespaces that exist: creating an object elsewhere is 404 `namespaces "x" not found`, as the
+   * NamespaceLifecycle admission plugin answers. Default: the service account's, default, kube-system.
+   */
+  readonly namespaces: Set<string>;
   /** Every request, in order, as "METHOD path". */
   readonly log: string[];
   secret(namespace: string, name: string): KubeObject | undefined;
@@ -147,6 +152,7 @@ export async function startFakeKubernetesApi(
     'get mutatingwebhookconfigurations',
     'patch mutatingwebhookconfigurations',
   ]);
+  const namespaces = new Set([sa.namespace, 'default', 'kube-system']);
   const now = new Date();
   const ca = await issueCertificateAuthority('fake kubernetes CA', now, 86_400_000);
   const serving = await issueServingCertificate(ca, ['kubernetes.default.svc'], now, 86_400_000, [
@@ -231,6 +237,11 @@ export async function startFakeKubernetesApi(
         return found ? send(res, 200, found) : notFound(name);
       }
       if (method === 'POST' && !name) {
+        if (!namespaces.has(namespace))
+          return writeStatus(res, 404, 'NotFound', `namespaces "${namespace}" not found`, {
+            name: namespace,
+            kind: 'namespaces',
+          });
         const object = JSON.parse(body) as KubeObject;
         const n = object.metadata?.name as string;
         new Secret(object as never).validate();
@@ -344,6 +355,7 @@ export async function startFakeKubernetesApi(
     token,
     user,
     allowed,
+    namespaces,
     log,
     secret: (namespace, name) => secrets.get(`${namespace}/${name}`),
     webhookConfiguration: (name) => configs.get(name),

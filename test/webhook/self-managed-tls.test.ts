@@ -188,6 +188,24 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
     assert.doesNotMatch(error.message, /wrong-token/, 'never the token');
   });
 
+  it('a namespace that does not exist (404 on create) names WEBHOOK_NAMESPACE and where deploy/ sets it', async () => {
+    fake.namespaces.delete(NAMESPACE);
+    const error = await replica()
+      .reconcile()
+      .then(
+        () => assert.fail('reconciled into a namespace that does not exist'),
+        (e: unknown) => e,
+      );
+    assert.ok(error instanceof ConfigErrors, String(error));
+    const [only] = error.errors;
+    assert.equal(only!.field, 'WEBHOOK_NAMESPACE');
+    assert.match(
+      only!.problem,
+      /^self-managed TLS keeps its Secret in the webhook's namespace, but "secret-agent" does not exist \(POST \S+: 404 NotFound: namespaces "secret-agent" not found\)$/,
+    );
+    assert.match(only!.fix, /fieldRef metadata\.namespace/);
+  });
+
   it('a webhook configuration that does not exist (404) names WEBHOOK_CONFIGURATION_NAME and how to apply it', async () => {
     fake.deleteWebhookConfiguration(CONFIGURATION);
     const error = await replica()

@@ -296,6 +296,16 @@ async function permitted<T>(permission: Permission, call: () => Promise<T>): Pro
           "let the Deployment mount its ServiceAccount's token (automountServiceAccountToken must not be false) and check that the ServiceAccount exists, or use TLS_MODE=file",
         ),
       ]);
+    // GET of a Secret in a namespace that does not exist is a plain 404 (handled as "no Secret yet");
+    // the create that follows is where the API server says the namespace is missing.
+    if (e.status === 404 && permission.resource === 'secrets' && permission.verb === 'create')
+      throw new ConfigErrors([
+        new ConfigError(
+          'WEBHOOK_NAMESPACE',
+          `self-managed TLS keeps its Secret in the webhook's namespace, but ${quote(permission.namespace ?? '')} does not exist (${e.message})`,
+          'set WEBHOOK_NAMESPACE to the namespace the webhook runs in (deploy/base sets it from the pod: fieldRef metadata.namespace)',
+        ),
+      ]);
     if (e.status === 404 && permission.resource === 'mutatingwebhookconfigurations')
       throw new ConfigErrors([
         new ConfigError(
