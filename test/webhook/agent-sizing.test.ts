@@ -177,6 +177,22 @@ describe('agent resources: a pod’s limit too small for the heap cap', () => {
     );
   });
 
+  it('a limit that does not parse is one problem, however many steps read it', () => {
+    const result = admitThroughWebhook(
+      basicPod({
+        ...db,
+        'secret-agent.io/agent-memory-limit': 'lots',
+        'secret-agent.io/volume-size-limit': 'big',
+      }),
+      CLUSTER,
+    );
+    assert.equal(result.outcome, 'denied');
+    const message = result.review.response.status!.message;
+    assert.match(message, /\(2 problems\)/);
+    assert.equal(message.split('secret-agent.io/agent-memory-limit:').length - 1, 1, message);
+    assert.equal(message.split('secret-agent.io/volume-size-limit:').length - 1, 1, message);
+  });
+
   it('says nothing at or above that limit, or when the pod sets neither (the defaults are the cluster’s)', () => {
     assert.deepEqual(warnings({ 'secret-agent.io/agent-memory-limit': '116Mi' }), []);
     assert.deepEqual(warnings({ 'secret-agent.io/agent-memory-limit': '1Gi' }), []);

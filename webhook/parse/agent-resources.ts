@@ -10,6 +10,8 @@ export function agentResources(
   defaults: Pick<InjectionDefaults, 'resources' | 'volumeSizeLimit'>,
 ): Pick<InjectionRequest, 'resources' | 'volumeSizeLimit'> & { readonly warnings: readonly string[] } {
   const cpuLimit = read('agent-cpu-limit') ?? defaults.resources.cpuLimit;
+  const podMemoryLimit = read('agent-memory-limit');
+  const podVolumeSizeLimit = read('volume-size-limit');
   const resources = {
     requests: {
       cpu: read('agent-cpu-request') ?? defaults.resources.cpuRequest,
@@ -17,14 +19,15 @@ export function agentResources(
     },
     limits: {
       ...(cpuLimit ? { cpu: cpuLimit } : {}),
-      memory: read('agent-memory-limit') ?? defaults.resources.memoryLimit,
+      memory: podMemoryLimit ?? defaults.resources.memoryLimit,
     },
   };
-  const volumeSizeLimit = read('volume-size-limit') ?? defaults.volumeSizeLimit;
+  const volumeSizeLimit = podVolumeSizeLimit ?? defaults.volumeSizeLimit;
+  const podSetEither = podMemoryLimit !== undefined || podVolumeSizeLimit !== undefined;
   return {
     resources,
     volumeSizeLimit,
-    warnings: smallLimitWarnings(read, resources.limits.memory, volumeSizeLimit),
+    warnings: podSetEither ? smallLimitWarnings(resources.limits.memory, volumeSizeLimit) : [],
   };
 }
 
@@ -34,8 +37,7 @@ export function agentResources(
  * OOM-killed without a word, or slowed by the kernel dropping Node's own pages, instead of ending with
  * V8's "heap out of memory". Only for what the pod set: the cluster's defaults are the operator's choice.
  */
-function smallLimitWarnings(read: PodValueReader, memoryLimit: string, volumeSizeLimit: string): string[] {
-  if (read('agent-memory-limit') === undefined && read('volume-size-limit') === undefined) return [];
+function smallLimitWarnings(memoryLimit: string, volumeSizeLimit: string): string[] {
   const smallest = smallestGuardedLimitMiB(volumeSizeLimit);
   const limitMiB = quantityValue(memoryLimit) / 1048576;
   if (!(limitMiB < smallest)) return [];

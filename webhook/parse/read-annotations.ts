@@ -68,16 +68,20 @@ export type PodValue<N extends PodAnnotationName> = ReturnType<(typeof POD_ANNOT
 
 /**
  * Reads pod-wide values by their declarations, defaults included: undefined where unset, or where the
- * value does not parse (its error goes to `errors`).
+ * value does not parse (its error goes to `errors`, once however often the value is read).
  */
 export type PodValueReader = <N extends PodAnnotationName>(name: N) => PodValue<N> | undefined;
 
 export function podValueReader(values: PodValues, errors: ConfigError[]): PodValueReader {
+  // Each value parsed once: several steps read the same annotation, and a bad one is one problem.
+  const parsed = new Map<PodAnnotationName, unknown>();
   return <N extends PodAnnotationName>(name: N) => {
+    if (parsed.has(name)) return parsed.get(name) as PodValue<N> | undefined;
     const a = POD_ANNOTATIONS[name] as Annotation<PodValue<N>>;
     const raw = values.get(name) ?? a.default;
-    if (raw === undefined) return undefined;
-    return attempt(() => a.parse(raw, PREFIX + name), errors);
+    const value = raw === undefined ? undefined : attempt(() => a.parse(raw, PREFIX + name), errors);
+    parsed.set(name, value);
+    return value;
   };
 }
 
