@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import {
   access,
   lstat,
@@ -11,7 +11,6 @@ import {
   realpath,
   rename,
   rm,
-  stat,
   statfs,
   symlink,
   unlink,
@@ -91,10 +90,11 @@ export class AtomicDir {
     const setName = options.setName ?? 'data';
     if (!/^[A-Za-z0-9-]+$/.test(setName)) throw new Error(`invalid set name ${JSON.stringify(setName)}`);
     let resolved: string;
+    let info: Stats;
     try {
       resolved = await realpath(dir);
-      if (!(await lstat(resolved)).isDirectory())
-        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+      info = await lstat(resolved);
+      if (!info.isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
       await access(resolved, constants.W_OK | constants.X_OK);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
@@ -124,10 +124,10 @@ export class AtomicDir {
         );
       }
     }
-    const setgid = (await stat(resolved)).mode & S_ISGID;
-    const removed = await removeLeftovers(resolved, setName);
-    const restored = await restoreLinks(resolved, setName);
-    return new AtomicDir(resolved, setName, { removed, restored }, setgid);
+    const live = await readlink(join(resolved, `..${setName}`)).catch(() => undefined);
+    const removed = await removeLeftovers(resolved, setName, live);
+    const restored = await restoreLinks(resolved, setName, live);
+    return new AtomicDir(resolved, setName, { removed, restored }, info.mode & S_ISGID);
   }
 
   /** The path readers should resolve once to read a consistent set. */
@@ -296,10 +296,9 @@ function ownPayloadPattern(setName: string): RegExp {
  * link) and a `..<set>_tmp` symlink. Removed now rather than after the next write, which may never
  * come if the backend is down. The live payload and anything this set did not create stay.
  */
-async function removeLeftovers(dir: string, setName: string): Promise<string[]> {
+async function removeLeftovers(dir: string, setName: string, live: string | undefined): Promise<string[]> {
   const own = ownPayloadPattern(setName);
   const link = `..${setName}`;
-  const live = await readlink(join(dir, link)).catch(() => undefined);
   // Best effort throughout: what cannot go now is retried after the next write (#removeStale).
   const done = (p: Promise<unknown>) =>
     p.then(
@@ -324,9 +323,8 @@ async function removeLeftovers(dir: string, setName: string): Promise<string[]> 
  * At start: the live set's user-visible links, made where a run killed after its `..data` swap left
  * none. Only an absent name is linked: whatever else holds a name (another set's, the user's) stays.
  */
-async function restoreLinks(dir: string, setName: string): Promise<string[]> {
+async function restoreLinks(dir: string, setName: string, live: string | undefined): Promise<string[]> {
   const link = `..${setName}`;
-  const live = await readlink(join(dir, link)).catch(() => undefined);
   if (!live || !ownPayloadPattern(setName).test(live)) return [];
   const restored: string[] = [];
   for (const name of await readdir(join(dir, live)).catch(() => [])) {
@@ -351,7 +349,8 @@ function directoryMode(files: readonly FileEntry[]): number {
 
 /**
  * rm -r of one of our payloads, whose directories are read-only once written (0500, 0550): each is made
- * writable first, which its owner, the agent, may always do. Symlinks are never followed.
+ * writable first, which its owner, the agent, may always do. Symlinks are never followed: a link with
+ * a payload's name is removed as a link, its target left as it was (chmod would follow it).
  */
 async function removePayload(path: string): Promise<void> {
   const unlock = async (dir: string): Promise<void> => {
@@ -360,7 +359,7 @@ async function removePayload(path: string): Promise<void> {
       if (entry.isDirectory()) await unlock(join(dir, entry.name));
   };
   // What cannot be unlocked (gone already, or not ours) is left for rm to report.
-  await unlock(path).catch(() => undefined);
+  if ((await lstat(path).catch(() => undefined))?.isDirectory()) await unlock(path).catch(() => undefined);
   await rm(path, { recursive: true, force: true });
 }
 

@@ -1,5 +1,14 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { AtomicDir } from '../../agent/write/atomic-dir.ts';
@@ -68,6 +77,22 @@ describe('R3: AtomicDir removes a crashed run’s leftovers when it opens the vo
     const dir = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
     assert.deepEqual(dir.leftoversRemoved, [PARTIAL]);
     assert.deepEqual(listing(tmp.path), ['..data_tmp']);
+  });
+
+  it('a symlink named like a leftover payload goes as a link: its target keeps its mode and contents', async () => {
+    using tmp = memoryDir();
+    using elsewhere = memoryDir();
+    const target = join(elsewhere.path, 'readers');
+    mkdirSync(target);
+    writeFileSync(join(target, 'file'), 'kept');
+    chmodSync(target, 0o550);
+    symlinkSync(target, join(tmp.path, ORPHAN));
+    const dir = await AtomicDir.open(tmp.path, { requireMemoryFs: true });
+    assert.deepEqual(dir.leftoversRemoved, [ORPHAN]);
+    assert.deepEqual(listing(tmp.path), []);
+    assert.equal(statSync(target).mode & 0o777, 0o550, 'chmod did not follow the link');
+    assert.equal(readFileSync(join(target, 'file'), 'utf8'), 'kept');
+    chmodSync(target, 0o700);
   });
 
   it('another set name removes only its own leftovers', async () => {
