@@ -3,8 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
-import { checkJsonShape } from './admission/json-limits.ts';
-import { BadReviewError } from './admission/review.ts';
+import { BadReviewError } from './admission/bad-review-error.ts';
 import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS } from './body-budget.ts';
 import type { InjectionDefaults } from './config/injection-defaults.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
@@ -104,7 +103,6 @@ async function route(
       );
     res.once('close', reservation.release);
     const body = await readBody(req, MAX_BODY_BYTES);
-    checkJsonShape(body);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     sendJson(res, 200, text);

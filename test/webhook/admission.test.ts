@@ -3,7 +3,8 @@ import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-co
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
-import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import { BadReviewError } from '../../webhook/admission/bad-review-error.ts';
+import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import { FILE_ANNOTATIONS } from '../../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../../webhook/annotations/pod-annotations.ts';
 import { parseVaultSettings } from '../../agent/providers/vault/config.ts';

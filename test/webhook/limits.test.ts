@@ -11,7 +11,8 @@ import {
   MAX_ANNOTATIONS,
 } from '../../webhook/admission/annotation-limits.ts';
 import { checkJsonShape, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
-import { BadReviewError, decodeAdmissionReview } from '../../webhook/admission/review.ts';
+import { BadReviewError } from '../../webhook/admission/bad-review-error.ts';
+import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
   BodyBudget,
   LARGE_BODY_BYTES,

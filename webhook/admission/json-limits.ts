@@ -1,4 +1,4 @@
-import { BadReviewError } from './review.ts';
+import { BadReviewError } from './bad-review-error.ts';
 
 /**
  * What a request body may make JSON.parse build, checked on the text before it is parsed. Bytes alone

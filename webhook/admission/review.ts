@@ -1,4 +1,6 @@
 import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
+import { BadReviewError } from './bad-review-error.ts';
+import { checkJsonShape } from './json-limits.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
 import type { PatchOperation } from '../patch.ts';
@@ -20,14 +22,6 @@ export interface AdmissionRequest {
   readonly pod?: PodShape;
   /** The pod's name, else its generateName: for the log only, never an input of the decision. */
   readonly podName?: string;
-}
-
-/** A request that is not an AdmissionReview we can answer: the HTTP layer answers 400. */
-export class BadReviewError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'BadReviewError';
-  }
 }
 
 const REVIEW_VERSIONS = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'];
@@ -188,6 +182,9 @@ export function isUid(uid: string): boolean {
 
 /** Decodes a request body; throws BadReviewError for anything that is not an AdmissionReview request. */
 export function decodeAdmissionReview(body: string): AdmissionRequest {
+  // Here, where a body is parsed, not before the admission cache: a replica's body, which the cache
+  // answers by its text alone, is never parsed, and its shape is one already checked.
+  checkJsonShape(body);
   let doc: unknown;
   try {
     doc = JSON.parse(body);

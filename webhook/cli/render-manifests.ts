@@ -1,5 +1,6 @@
 import { admitPod } from '../admission/admit-pod.ts';
-import { BadReviewError, decodeAdmissionReview } from '../admission/review.ts';
+import { BadReviewError } from '../admission/bad-review-error.ts';
+import { decodeAdmissionReview } from '../admission/review.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { applyJsonPatch, type JsonPatchOperation } from '../apply-patch.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
