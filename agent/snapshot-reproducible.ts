@@ -21,7 +21,7 @@ import os from 'node:os';
 import { startupSnapshot } from 'node:v8';
 
 /** The instant the build reads: 2000-01-01T00:00:00Z, and 0 on the monotonic clocks. */
-export const SNAPSHOT_BUILD_TIME_MS = 946_684_800_000;
+const SNAPSHOT_BUILD_TIME_MS = 946_684_800_000;
 
 const real = {
   hostname: os.hostname,

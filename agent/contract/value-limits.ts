@@ -22,7 +22,7 @@ export const MAX_SETTING_BYTES = 4 * 1024;
 const TEMPLATE_ENV = /^SECRET_\d+_TEMPLATE$/;
 
 /** The cap of the agent setting `name` (SECRET_0_TEMPLATE, ROTATION_COMMAND, …). */
-export function settingLimit(name: string): number {
+function settingLimit(name: string): number {
   return TEMPLATE_ENV.test(name) ? MAX_TEMPLATE_BYTES : MAX_SETTING_BYTES;
 }
 

@@ -27,7 +27,7 @@ export const MAX_ANNOTATIONS = 512;
 export const MAX_ANNOTATION_NAME = 63;
 
 /** The size cap of an annotation's value: a template's or any other setting's. */
-export function annotationLimit(key: string): number {
+function annotationLimit(key: string): number {
   const read = readAnnotationKey(key);
   return read?.kind === 'file' && read.name === 'template' ? MAX_TEMPLATE_BYTES : MAX_SETTING_BYTES;
 }

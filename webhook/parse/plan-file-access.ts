@@ -33,7 +33,7 @@ export interface FileAccessPlan {
   readonly errors: readonly ConfigError[];
 }
 
-export const SHARED_FILE_MODE = '0440';
+const SHARED_FILE_MODE = '0440';
 
 /**
  * Who can read the secrets' files once the kubelet runs the pod, worked out from the spec alone: the

@@ -67,7 +67,7 @@ export const GCP_INIT_COMMAND: readonly string[] = [
  * probe's next period instead: a second more per pod on a real node (docs/webhook.md, Start-up).
  * Paths are Dockerfile.agent's.
  */
-export const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
+const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
 
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {

@@ -270,7 +270,9 @@ export class SelfManagedTls {
         log.info({ configuration: webhookConfigurationName }, 'caBundle updated');
         return;
       } catch (e) {
-        if (!(e instanceof KubernetesApiError) || e.status === 401 || attempt >= MAX_ATTEMPTS) throw e;
+        // permitted() has turned a refused token or permission into its own error already: what is left
+        // (a lost race, an index that moved, a server error) is retried.
+        if (!(e instanceof KubernetesApiError) || attempt >= MAX_ATTEMPTS) throw e;
       }
     }
   }
