@@ -1,5 +1,6 @@
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { DEFAULT_HELPERS_DIR } from '../agent/providers/exec/env.ts';
+import { DNS_SUBDOMAIN } from './kubernetes-names.ts';
 
 /**
  * EXEC_HELPERS_VOLUME: where the helper programs of `exec:` references come from, as the cluster
@@ -19,7 +20,6 @@ export type ExecHelpersVolume =
   | { readonly persistentVolumeClaim: { readonly claimName: string; readonly readOnly: true } };
 
 const EXAMPLE = '{"configMap":{"name":"secret-agent-helpers"}}';
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -58,7 +58,7 @@ export function parseExecHelpersVolume(text: string, field: string): ExecHelpers
     );
   const nameField = kind === 'configMap' ? 'name' : 'claimName';
   const name = source[nameField];
-  if (typeof name !== 'string' || name.length > 253 || !DNS_SUBDOMAIN.test(name))
+  if (typeof name !== 'string' || !DNS_SUBDOMAIN.test(name))
     throw new ConfigError(
       field,
       `${kind}.${nameField} ${typeof name === 'string' ? quote(name) : 'is missing or'} is not a Kubernetes name`,

@@ -2,6 +2,7 @@ import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../agent/contract/reference.ts';
 import { MOUNT } from '../agent/providers/vault/config.ts';
 import { WEBHOOK_VAULT_AUTH_METHODS, type WebhookVaultAuthMethod } from './annotations/values.ts';
+import { DNS_LABEL } from './kubernetes-names.ts';
 
 /**
  * What the platform lets a pod choose of its Vault login (webhook settings ALLOW_VAULT_AUTH_METHODS
@@ -63,8 +64,6 @@ export function parseAllowedVaultAuth(text: string, field: string): readonly All
   return allowed;
 }
 
-const K8S_NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
 /** VAULT_NAMESPACE_PINS: `team-a=teams/a, *=tenants/{namespace}`. */
 export function parseVaultNamespacePins(text: string, field: string): readonly VaultNamespacePin[] {
   const fix =
@@ -76,7 +75,7 @@ export function parseVaultNamespacePins(text: string, field: string): readonly V
     const at = entry.indexOf('=');
     const namespace = at < 0 ? entry : entry.slice(0, at).trim();
     const target = at < 0 ? '' : entry.slice(at + 1).trim();
-    if (namespace !== '*' && !K8S_NAMESPACE.test(namespace))
+    if (namespace !== '*' && !DNS_LABEL.test(namespace))
       throw new ConfigError(field, `${quote(namespace)} is not a Kubernetes namespace or *`, fix);
     // Checked with a namespace in place of {namespace}: the rule a pin must follow for every name.
     const sample = parseVaultNamespace(target.replaceAll('{namespace}', 'team-a'));

@@ -696,6 +696,13 @@ describe('denials name the annotation and the fix', () => {
       /never runs as root/,
     ],
     [
+      'a Secret name with an empty label (the rule the API server applies)',
+      { ...ok, 'secret-agent.io/vault-client-cert-secret': 'web..client' },
+      {},
+      'secret-agent.io/vault-client-cert-secret',
+      /web-vault-client/,
+    ],
+    [
       'bad quantity',
       { ...ok, 'secret-agent.io/agent-memory-limit': 'lots' },
       {},
