@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
+import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../agent/contract/service-account.ts';
 
 /**
  * The few Kubernetes API calls the webhook makes, over node:https with the pod's service-account
  * token. Deliberately small: the server version (NATIVE_SIDECARS=auto), and for self-managed TLS
  * Secret get/create/replace and MutatingWebhookConfiguration get/patch. Not a general client.
  */
-
-const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export interface KubernetesApiOptions {
   /** e.g. https://10.0.0.1:443 */
@@ -47,15 +46,15 @@ export function inClusterApiOptions(env: Readonly<Record<string, string | undefi
   const hostPart = host.includes(':') ? `[${host}]` : host;
   let ca: string;
   try {
-    ca = readFileSync(`${SA_DIR}/ca.crt`, 'utf8');
+    ca = readFileSync(`${DEFAULT_SERVICE_ACCOUNT_DIR}/ca.crt`, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
     throw new InClusterConfigError(
-      `${SA_DIR}/ca.crt does not exist: the service-account token is not mounted`,
+      `${DEFAULT_SERVICE_ACCOUNT_DIR}/ca.crt does not exist: the service-account token is not mounted`,
       "set automountServiceAccountToken: true in the webhook's pod spec",
     );
   }
-  return { baseUrl: `https://${hostPart}:${port}`, ca, tokenFile: `${SA_DIR}/token` };
+  return { baseUrl: `https://${hostPart}:${port}`, ca, tokenFile: `${DEFAULT_SERVICE_ACCOUNT_DIR}/token` };
 }
 
 /** A non-2xx answer; `reason` is the Status object's reason (NotFound, AlreadyExists, Conflict…). */

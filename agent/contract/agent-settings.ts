@@ -2,6 +2,7 @@ import { ConfigError, quote } from './errors.ts';
 import { parseFileMode } from './file-mode.ts';
 import { validateRelativePath } from './path.ts';
 import { parseReference } from './reference.ts';
+import { DEFAULT_SERVICE_ACCOUNT_DIR } from './service-account.ts';
 import { absolutePath, boolean, count, duration, nonEmpty, oneOf, setting } from './settings.ts';
 
 /**
@@ -192,7 +193,7 @@ export const AGENT_SETTINGS = {
     parse: nonEmpty,
   }),
   SERVICE_ACCOUNT_DIR: setting({
-    default: '/var/run/secrets/kubernetes.io/serviceaccount',
+    default: DEFAULT_SERVICE_ACCOUNT_DIR,
     doc: 'Where the pod’s service-account token and ca.crt are mounted: for RESTART_ON_CHANGE and KUBERNETES_EVENTS, and passed to exec: helpers as the pod’s identity.',
     parse: absolutePath,
   }),

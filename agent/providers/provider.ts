@@ -120,9 +120,6 @@ export interface ReleaseOutcome {
   readonly fix?: string;
 }
 
-/** Where Kubernetes mounts a pod's service-account token and ca.crt. */
-export const DEFAULT_SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
-
 export interface ProviderOptions {
   readonly pod: PodIdentity;
   /** The agent's version, for user agents. */

@@ -5,8 +5,8 @@ import { ConfigErrors, quote } from '../../contract/errors.ts';
 import type { ExecReference } from '../../contract/reference.ts';
 import type { Env } from '../../contract/settings.ts';
 import { parseExecSettings, resolveHelper, type ExecSettings } from './config.ts';
+import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../../contract/service-account.ts';
 import {
-  DEFAULT_SERVICE_ACCOUNT_DIR,
   fetchEach,
   MAX_SECRET_BYTES,
   ProviderError,

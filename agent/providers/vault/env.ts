@@ -1,4 +1,4 @@
-import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../provider.ts';
+import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../../contract/service-account.ts';
 
 /**
  * Every variable the Vault provider reads, declared as data: the agent's misspelling check, the docs
