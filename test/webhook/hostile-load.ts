@@ -11,7 +11,7 @@
  * retries an answer 429 (or 5xx) that carries Retry-After, after that many seconds, until the webhook's
  * timeoutSeconds runs out.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { join } from 'node:path';
@@ -223,11 +223,8 @@ export interface LoadTarget {
 }
 
 export interface RunningBundle extends LoadTarget {
-  readonly child: ChildProcessWithoutNullStreams;
   /** The process's stderr so far. */
   stderr(): string;
-  /** stdout lines (pino JSON) at warn or above, and the start-up lines. */
-  notable(): Record<string, unknown>[];
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -250,7 +247,6 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
   });
   let stderr = '';
   let partial = '';
-  const notable: Record<string, unknown>[] = [];
   let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve((exited = { code, signal }))),
@@ -261,11 +257,10 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
       const lines = (partial + d.toString()).split('\n');
       partial = lines.pop()!;
       for (const line of lines) {
-        // Admission decisions are one line each: only what matters here is kept.
+        // Admission decisions are one line each: only the start-up line is read.
         if (!line.startsWith('{')) continue;
         const entry = JSON.parse(line) as Record<string, unknown>;
         if (entry.msg === 'webhook listening') resolve(entry.port as number);
-        if ((entry.level as number) >= 40 || entry.msg === 'webhook listening') notable.push(entry);
       }
     });
     void exit.then(({ code, signal }) =>
@@ -273,13 +268,11 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
     );
   });
   return {
-    child,
     port: await port,
     ca: pair.ca,
     pid: child.pid!,
     gone: exit,
     stderr: () => stderr,
-    notable: () => notable,
     stop: async () => {
       if (!exited) child.kill('SIGTERM');
       const result = await exit;
