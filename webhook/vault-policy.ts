@@ -1,6 +1,6 @@
 import { ConfigError, quote } from '../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../agent/contract/reference.ts';
-import { MOUNT } from '../agent/providers/vault/config.ts';
+import { MOUNT, normalizeAuthMount } from '../agent/providers/vault/config.ts';
 import { WEBHOOK_VAULT_AUTH_METHODS, type WebhookVaultAuthMethod } from './annotations/values.ts';
 import { DNS_LABEL } from './kubernetes-names.ts';
 
@@ -52,13 +52,13 @@ export function parseAllowedVaultAuth(text: string, field: string): readonly All
         `${quote(method!)} is not a Vault auth method the webhook can set up`,
         fix,
       );
-    if (more !== undefined || (mount !== undefined && !MOUNT.test(mount.replace(/^auth\//, ''))))
+    if (more !== undefined || (mount !== undefined && !MOUNT.test(normalizeAuthMount(mount))))
       throw new ConfigError(field, `${quote(entry)} does not name a mount path after =`, fix);
     if (allowed.some((a) => a.method === method))
       throw new ConfigError(field, `lists ${quote(method!)} twice`, 'list each method once');
     allowed.push({
       method: method as WebhookVaultAuthMethod,
-      ...(mount !== undefined ? { mount: mount.replace(/^auth\//, '') } : {}),
+      ...(mount !== undefined ? { mount: normalizeAuthMount(mount) } : {}),
     });
   }
   return allowed;
@@ -113,7 +113,7 @@ export function checkVaultPolicy(
   if (
     allowed.mount !== undefined &&
     cluster.vaultAuthMount !== undefined &&
-    allowed.mount !== cluster.vaultAuthMount.replace(/^\/+|\/+$/g, '').replace(/^auth\//, '')
+    allowed.mount !== normalizeAuthMount(cluster.vaultAuthMount)
   )
     return [
       new ConfigError(

@@ -109,6 +109,20 @@ describe('ALLOW_VAULT_AUTH_METHODS: the methods a pod may pick, and their mounts
     assert.ok(auth.method === 'jwt' && auth.mount === 'jwt-k8s', JSON.stringify(auth));
   });
 
+  it('a mount is read as the agent reads VAULT_AUTH_MOUNT: slashes and auth/ around it do not matter', () => {
+    for (const written of ['/jwt-k8s', 'jwt-k8s/', 'auth/jwt-k8s', '/auth/jwt-k8s/']) {
+      const auth = injected(
+        {},
+        {
+          AGENT_VAULT_AUTH_METHOD: 'jwt',
+          AGENT_VAULT_AUTH_MOUNT: 'jwt-k8s',
+          ALLOW_VAULT_AUTH_METHODS: `jwt=${written}`,
+        },
+      ).settings.auth;
+      assert.ok(auth.method === 'jwt' && auth.mount === 'jwt-k8s', `${written}: ${JSON.stringify(auth)}`);
+    }
+  });
+
   it('refuses an unusable policy at webhook start, naming the setting', () => {
     const bad: [Record<string, string>, RegExp][] = [
       [{ ALLOW_VAULT_AUTH_METHODS: '' }, /ALLOW_VAULT_AUTH_METHODS: names no auth method/],

@@ -82,6 +82,11 @@ function invalid(field: string, problem: string, fix: string): ProviderError {
 
 /** An auth mount path as VAULT_AUTH_MOUNT takes it (without `auth/`); the webhook checks its settings with it too. */
 export const MOUNT = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
+
+/** A mount path as written (`/jwt-k8s/`, `auth/jwt-k8s`) as Vault's login path takes it: `jwt-k8s`. */
+export function normalizeAuthMount(text: string): string {
+  return text.replace(/^\/+|\/+$/g, '').replace(/^auth\//, '');
+}
 const AWS_REGION = /^[a-z]{2}(?:-[a-z]+)+-\d{1,2}$/;
 
 /** Reads the settings; throws a non-transient ProviderError naming the variable. Never reads a secret's value into a message. */
@@ -206,7 +211,7 @@ function parseAuth(get: (name: string) => string | undefined): AuthSettings {
       `use one of ${AUTH_METHODS.join(', ')}`,
     );
   const method = methodText as AuthMethodName;
-  const mount = (get('VAULT_AUTH_MOUNT') ?? method).replace(/^\/+|\/+$/g, '').replace(/^auth\//, '');
+  const mount = normalizeAuthMount(get('VAULT_AUTH_MOUNT') ?? method);
   if (method !== 'token' && !MOUNT.test(mount))
     throw invalid(
       'VAULT_AUTH_MOUNT',
