@@ -1,5 +1,6 @@
 import { parseDuration } from '../agent/contract/duration.ts';
 import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
+import { QUANTITY } from './annotations/values.ts';
 
 /**
  * What the agent container reserves and may use: the defaults of AGENT_MEMORY_REQUEST,
@@ -108,10 +109,15 @@ const UNIT: Record<string, number> = {
   Ti: 1024 ** 4,
 };
 
-/** A quantity (as annotations.ts `quantity` validates it) in its base unit; NaN when unreadable. */
+/** A quantity (as annotations/values.ts `quantity` accepts it) in its base unit; NaN when unreadable. */
 export function quantityValue(text: string): number {
-  const m = /^(\d*\.?\d*)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$/.exec(text);
-  return m && m[1] !== '' && m[1] !== '.' ? Number(m[1]) * UNIT[m[2] ?? '']! : NaN;
+  const m = QUANTITY.exec(text);
+  return m ? Number(m[1]) * UNIT[m[2] ?? '']! : NaN;
+}
+
+/** A memory quantity in MiB (fractional); NaN when unreadable. */
+export function quantityMiB(text: string): number {
+  return quantityValue(text) / 1048576;
 }
 
 /** A memory quantity in bytes, rounded down. */
@@ -129,8 +135,8 @@ export function quantityBytes(text: string): number {
  * and no longer has this guarantee (docs/webhook.md, "What a pod costs").
  */
 export function v8HeapCapMiB(memoryLimit: string, volumeSizeLimit: string): number {
-  const limitMiB = quantityValue(memoryLimit) / 1048576;
-  const volumeMiB = quantityValue(volumeSizeLimit) / 1048576;
+  const limitMiB = quantityMiB(memoryLimit);
+  const volumeMiB = quantityMiB(volumeSizeLimit);
   // Both are validated before rendering, so never in practice.
   if (!Number.isFinite(limitMiB) || !Number.isFinite(volumeMiB)) return MIN_HEAP_MIB;
   return Math.max(MIN_HEAP_MIB, Math.floor(limitMiB - volumeMiB - OUTSIDE_HEAP_RESERVE_MIB));
@@ -141,7 +147,7 @@ export function v8HeapCapMiB(memoryLimit: string, volumeSizeLimit: string): numb
  * volume: below it the cap no longer keeps the container under its limit.
  */
 export function smallestGuardedLimitMiB(volumeSizeLimit: string): number {
-  return Math.ceil(quantityValue(volumeSizeLimit) / 1048576) + OUTSIDE_HEAP_RESERVE_MIB + MIN_HEAP_MIB;
+  return Math.ceil(quantityMiB(volumeSizeLimit)) + OUTSIDE_HEAP_RESERVE_MIB + MIN_HEAP_MIB;
 }
 
 /**

@@ -48,9 +48,14 @@ export function containerList(text: string, field: string): readonly string[] {
   return [...new Set(names)];
 }
 
-/** Kubernetes resource quantity (a subset: plain decimal with an SI or binary suffix). */
+/**
+ * Kubernetes resource quantity, the subset taken: plain decimal (its number in group 1) with an SI or
+ * binary suffix (group 2). agent-sizing.ts reads the value of what this accepts.
+ */
+export const QUANTITY = /^(\d{1,15}(?:\.\d{1,6})?|\.\d{1,6})(m|k|M|G|T|Ki|Mi|Gi|Ti)?$/;
+
 export function quantity(text: string, field: string): string {
-  if (!/^(?:\d{1,15}(?:\.\d{1,6})?|\.\d{1,6})(?:m|k|M|G|T|Ki|Mi|Gi|Ti)?$/.test(text))
+  if (!QUANTITY.test(text))
     throw new ConfigError(
       field,
       `${quote(text)} is not a resource quantity`,

@@ -1,4 +1,4 @@
-import { smallestGuardedLimitMiB, quantityValue } from '../agent-sizing.ts';
+import { quantityMiB, smallestGuardedLimitMiB } from '../agent-sizing.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
@@ -39,7 +39,7 @@ export function agentResources(
  */
 function smallLimitWarnings(memoryLimit: string, volumeSizeLimit: string): string[] {
   const smallest = smallestGuardedLimitMiB(volumeSizeLimit);
-  const limitMiB = quantityValue(memoryLimit) / 1048576;
+  const limitMiB = quantityMiB(memoryLimit);
   if (!(limitMiB < smallest)) return [];
   return [
     `secret-agent: ${PREFIX}agent-memory-limit is ${memoryLimit} and the secrets volume ${volumeSizeLimit}: below ${smallest}Mi the agent's heap cap cannot keep it under its limit, so under load it may be OOM-killed without a message in its log. Set at least ${smallest}Mi, or leave it unset.`,
