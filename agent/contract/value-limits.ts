@@ -33,18 +33,22 @@ export function kib(bytes: number): string {
 
 /**
  * An error for `text` when it is longer than `limit` bytes (UTF-8, as Kubernetes counts them):
- * its size, never its content.
+ * its size, never its content, and the fix for a setting of that limit.
  */
-export function oversize(text: string, field: string, limit: number, fix: string): ConfigError | undefined {
+export function oversize(text: string, field: string, limit: number): ConfigError | undefined {
   // Most text is shorter in characters than any limit: no need to count its bytes.
   if (text.length * 3 <= limit) return undefined;
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes <= limit) return undefined;
-  return new ConfigError(field, `is ${bytes} bytes long, over its limit of ${kib(limit)}`, fix);
+  return new ConfigError(
+    field,
+    `is ${bytes} bytes long, over its limit of ${kib(limit)}`,
+    oversizeFix(limit),
+  );
 }
 
 /** What to do about a setting that is too long. */
-export function oversizeFix(limit: number): string {
+function oversizeFix(limit: number): string {
   return limit === MAX_TEMPLATE_BYTES
     ? `keep a template under ${kib(MAX_TEMPLATE_BYTES)}: template only the lines that hold secrets, and keep the rest in the app's own config`
     : `keep it under ${kib(limit)}`;
@@ -58,8 +62,7 @@ export function checkSettingSizes(env: Env, isSetting: (name: string) => boolean
   const errors: ConfigError[] = [];
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || !isSetting(name)) continue;
-    const limit = settingLimit(name);
-    const error = oversize(value, name, limit, oversizeFix(limit));
+    const error = oversize(value, name, settingLimit(name));
     if (error) errors.push(error);
   }
   if (errors.length > 0) throw new ConfigErrors(errors);

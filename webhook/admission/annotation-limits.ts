@@ -1,11 +1,5 @@
 import { ConfigError } from '../../agent/contract/errors.ts';
-import {
-  kib,
-  MAX_SETTING_BYTES,
-  MAX_TEMPLATE_BYTES,
-  oversize,
-  oversizeFix,
-} from '../../agent/contract/value-limits.ts';
+import { kib, MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES, oversize } from '../../agent/contract/value-limits.ts';
 import { readAnnotationKey } from '../annotations/annotation-keys.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 
@@ -66,7 +60,7 @@ export function checkAnnotationLimits(annotations: Readonly<Record<string, strin
         ),
       );
     const limit = annotationLimit(key);
-    const tooLong = oversize(value, shownKey(key), limit, oversizeFix(limit));
+    const tooLong = oversize(value, shownKey(key), limit);
     if (tooLong) errors.push(tooLong);
     sizes.push([shownKey(key), Buffer.byteLength(key) + Buffer.byteLength(value)]);
   }
