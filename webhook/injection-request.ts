@@ -82,10 +82,8 @@ export interface FileAccess {
   /** The agent containers' uid and gid. */
   readonly runAsUser: number;
   readonly runAsGroup?: number;
-  /** How the app reads: as the files' owner, or through `group`. */
+  /** How the app reads: as the files' owner, or through their group (runAsGroup: the agent's gid). */
   readonly sharing: 'owner' | 'group';
-  /** The files' group when shared by group. */
-  readonly group?: number;
   /** FILE_MODE the webhook sets for the agent when the pod chose none: group sharing needs 0440. */
   readonly defaultFileMode?: string;
   /** A gid the patch adds to the pod's supplementalGroups: the group every container then holds. */

@@ -114,7 +114,6 @@ export function planFileAccess(input: FileAccessInput): FileAccessPlan {
       runAsUser: agentUser ?? defaults.runAsUser,
       runAsGroup: group,
       sharing: 'group',
-      group,
       ...(podMode === undefined ? { defaultFileMode: SHARED_FILE_MODE } : {}),
       ...(add ? { addSupplementalGroup: group } : {}),
     },
