@@ -58,10 +58,12 @@ export function startAgentContainer(
       },
       mounts: [{ host: volume.path, container: '/secrets' }],
       ...(entrypoint ? { entrypoint } : {}),
+      // As the kubelet sets it: the limit, and no swap beyond it.
+      memory: String(quantityBytes(spec.memoryLimit)),
     },
     name,
   );
-  args.splice(1, 0, '--cgroup-parent', `/${parent}`, '--memory', String(quantityBytes(spec.memoryLimit)));
+  args.splice(1, 0, '--cgroup-parent', `/${parent}`);
   const child = spawn('podman', args, { env: engine.env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
