@@ -17,6 +17,32 @@ export class MissingToolError extends Error {
   }
 }
 
+/**
+ * Runs a build tool (apt-get, dpkg-deb, gzip, tar, npm, git, …) to completion and returns its stdout:
+ * a tool that is not there is a MissingToolError with `install` (default: its Debian package of the
+ * same name); a failure throws with the end of its stderr.
+ */
+export function runTool(
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; install?: string } = {},
+): string {
+  const r = spawnSync(command, args, {
+    cwd: options.cwd,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  if (r.error && (r.error as NodeJS.ErrnoException).code === 'ENOENT')
+    throw new MissingToolError(
+      `${command} is not installed`,
+      options.install ?? `apt-get install -y ${command}`,
+    );
+  if (r.status !== 0)
+    throw new Error(`${command} ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  return r.stdout;
+}
+
 export interface EngineResult {
   readonly status: number | null;
   readonly stdout: string;

@@ -4,11 +4,10 @@
  * dpkg architectures or touching its apt lists. apt checks each .deb against the signed index; the
  * SHA-256 of what it fetched is recorded for the provenance.
  */
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MissingToolError } from './container-engine.ts';
+import { runTool } from './container-engine.ts';
+import { fileDigest } from './oci-layout.ts';
 
 export const DEBIAN_SUITE = 'bookworm';
 const KEYRING = '/usr/share/keyrings/debian-archive-keyring.gpg';
@@ -47,14 +46,10 @@ function apt(state: string, arch: string, args: readonly string[], cwd?: string)
     'APT::Sandbox::User=root',
     'Acquire::Retries=3',
   ];
-  const r = spawnSync('apt-get', [...options.flatMap((o) => ['-o', o]), '-q', ...args], {
-    cwd,
-    encoding: 'utf8',
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  return runTool('apt-get', [...options.flatMap((o) => ['-o', o]), '-q', ...args], {
+    ...(cwd ? { cwd } : {}),
+    install: 'a Debian machine (apt-get)',
   });
-  if (r.error) throw new MissingToolError('apt-get is not available', 'a Debian machine (apt-get)');
-  if (r.status !== 0) throw new Error(`apt-get ${args.join(' ')} (${arch}) failed: ${r.stderr.slice(-2000)}`);
-  return r.stdout;
 }
 
 /**
@@ -96,16 +91,13 @@ export function describeDebs(dir: string): DebianPackage[] {
     .sort()
     .map((f) => {
       const file = join(dir, f);
-      const r = spawnSync('dpkg-deb', ['-f', file, 'Package', 'Version', 'Architecture'], {
-        encoding: 'utf8',
-      });
-      if (r.status !== 0) throw new Error(`dpkg-deb -f ${file} failed: ${r.stderr}`);
-      const field = (name: string) => new RegExp(`^${name}: (\\S+)$`, 'm').exec(r.stdout)?.[1] ?? '';
+      const fields = runTool('dpkg-deb', ['-f', file, 'Package', 'Version', 'Architecture']);
+      const field = (name: string) => new RegExp(`^${name}: (\\S+)$`, 'm').exec(fields)?.[1] ?? '';
       return {
         name: field('Package'),
         version: field('Version'),
         architecture: field('Architecture'),
-        sha256: createHash('sha256').update(readFileSync(file)).digest('hex'),
+        sha256: fileDigest(file).replace(/^sha256:/, ''),
         file,
       };
     });

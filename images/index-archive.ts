@@ -28,7 +28,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerEngine } from './container-engine.ts';
+import { runTool, type ContainerEngine } from './container-engine.ts';
 import {
   fileDigest,
   MEDIA_TYPES,
@@ -56,9 +56,7 @@ export interface IndexArchive {
 }
 
 function gzipVersion(): string {
-  const r = spawnSync('gzip', ['--version'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error('gzip does not run (Debian: apt-get install -y gzip)');
-  return r.stdout.split('\n')[0]!.replace(/\s+/g, '-');
+  return runTool('gzip', ['--version']).split('\n')[0]!.replace(/\s+/g, '-');
 }
 
 /** `layer` (uncompressed, in `from`) compressed into `cacheDir`, or the copy already there. */
@@ -91,9 +89,9 @@ export function exportImage(
     // docker ≥ 25 saves an OCI layout (index.json, blobs/) in its tar.
     mkdirSync(dir);
     engine.run(['save', '-o', `${dir}.tar`, ref]);
-    const untar = spawnSync('tar', ['-xf', `${dir}.tar`, '-C', dir], { encoding: 'utf8' });
-    if (untar.status !== 0 || !existsSync(join(dir, 'index.json')))
-      throw new Error(`docker save ${ref} gave no OCI layout (docker 25 or later does): ${untar.stderr}`);
+    runTool('tar', ['-xf', `${dir}.tar`, '-C', dir]);
+    if (!existsSync(join(dir, 'index.json')))
+      throw new Error(`docker save ${ref} gave no OCI layout (docker 25 or later does)`);
   }
   const layout = new OciLayout(dir);
   let descriptor = layout.readIndex().manifests[0]!;

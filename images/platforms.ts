@@ -48,7 +48,7 @@ export function requestedPlatforms(raw = process.env[PLATFORMS_ENV]): Platform[]
 const BINFMT = '/proc/sys/fs/binfmt_misc';
 
 /** The commands that make this machine run another platform's binaries (Debian, as root). */
-export function emulationSetup(platform: Platform): string {
+function emulationSetup(platform: Platform): string {
   return `apt-get install -y qemu-user-static binfmt-support && (mountpoint -q ${BINFMT} || mount -t binfmt_misc binfmt_misc ${BINFMT}) && update-binfmts --enable ${PLATFORM_NAMES[platform].qemu}. .ci/run does this on a fresh machine`;
 }
 

@@ -6,15 +6,13 @@
  * the parameters of the build. Nothing in it varies between two builds of the same commit: no build
  * time, no random id; it is written unsigned (a release job signs it: docs/images.md).
  */
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BaseRecord, ImageName } from './manifest.ts';
-import { MEDIA_TYPES } from './oci-layout.ts';
+import { fileDigest, MEDIA_TYPES } from './oci-layout.ts';
 import type { Platform } from './platforms.ts';
 
 /** What kind of build this is: `npm run images` (images/build-images.ts), as docs/reproducible-builds.md describes it. */
-export const BUILD_TYPE = 'urn:secret-agent:images:build-images:v1';
+const BUILD_TYPE = 'urn:secret-agent:images:build-images:v1';
 /** Who ran it: no build platform of record signs here; a release job's cosign attestation says who it was. */
 const BUILDER_ID = 'urn:secret-agent:images:npm-run-images';
 
@@ -102,9 +100,7 @@ function baseDependencies(base: BaseRecord, role: string): ResourceDescriptor[] 
 export function provenanceStatement(input: ProvenanceInput): ProvenanceStatement {
   const image = `secret-agent/${input.name}:${input.version}`;
   const commit = input.revision.replace(/-dirty$/, '');
-  const lockfile = createHash('sha256')
-    .update(readFileSync(join(input.root, 'package-lock.json')))
-    .digest('hex');
+  const lockfile = hex(fileDigest(join(input.root, 'package-lock.json')));
   return {
     _type: 'https://in-toto.io/Statement/v1',
     subject: [

@@ -11,14 +11,15 @@ export interface SourceRevision {
   readonly repository?: string;
 }
 
-const git = (root: string, ...args: string[]) => {
+/** git's stdout in `root`, or undefined where git or the repository is missing. */
+export function git(root: string, ...args: string[]): string | undefined {
   const r = spawnSync('git', args, { cwd: root, encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : undefined;
-};
+  return r.status === 0 ? r.stdout : undefined;
+}
 
 export function sourceRevision(root: string, say: (line: string) => void): SourceRevision {
-  const head = git(root, 'rev-parse', 'HEAD');
-  const dirty = git(root, 'status', '--porcelain', '--untracked-files=no');
+  const head = git(root, 'rev-parse', 'HEAD')?.trim();
+  const dirty = git(root, 'status', '--porcelain', '--untracked-files=no')?.trim();
   const revision = head === undefined ? 'unknown' : head + (dirty === '' ? '' : '-dirty');
   const fromEnv = process.env.SOURCE_DATE_EPOCH;
   let sourceDateEpoch: number;
@@ -29,7 +30,7 @@ export function sourceRevision(root: string, say: (line: string) => void): Sourc
       );
     sourceDateEpoch = Number(fromEnv);
   } else {
-    const committed = head === undefined ? undefined : git(root, 'log', '-1', '--format=%ct', head);
+    const committed = head === undefined ? undefined : git(root, 'log', '-1', '--format=%ct', head)?.trim();
     if (committed === undefined) {
       sourceDateEpoch = Math.floor(Date.now() / 1000);
       say(
@@ -37,6 +38,6 @@ export function sourceRevision(root: string, say: (line: string) => void): Sourc
       );
     } else sourceDateEpoch = Number(committed);
   }
-  const remote = git(root, 'remote', 'get-url', 'origin');
+  const remote = git(root, 'remote', 'get-url', 'origin')?.trim();
   return { revision, sourceDateEpoch, ...(remote ? { repository: remote } : {}) };
 }

@@ -11,7 +11,6 @@
  * named by the commit when git has no changes to it, else by the commit and a digest of the changes.
  * The build stage, on a base of its own, stays cached.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +19,7 @@ import type { ContainerEngine } from './container-engine.ts';
 import { exportImage } from './index-archive.ts';
 import { MEDIA_TYPES, OciLayout, pullableLayoutDir, pullLayout } from './oci-layout.ts';
 import { PLATFORM_NAMES, type Platform } from './platforms.ts';
+import { git } from './source-revision.ts';
 
 /** The paths .dockerignore lets into the build context (it ignores `*`, then keeps `!path` each). */
 function contextPaths(root: string): string[] {
@@ -52,12 +52,17 @@ function filesDigest(root: string, paths: readonly string[]): string {
  */
 export function buildContextState(root: string): string {
   const paths = contextPaths(root);
-  const git = (...args: string[]) => {
-    const r = spawnSync('git', args, { cwd: root, encoding: 'utf8' });
-    return r.status === 0 ? r.stdout : undefined;
-  };
-  const head = git('rev-parse', 'HEAD')?.trim();
-  const changed = git('status', '--porcelain', '--untracked-files=all', '--no-renames', '-z', '--', ...paths);
+  const head = git(root, 'rev-parse', 'HEAD')?.trim();
+  const changed = git(
+    root,
+    'status',
+    '--porcelain',
+    '--untracked-files=all',
+    '--no-renames',
+    '-z',
+    '--',
+    ...paths,
+  );
   if (head === undefined || changed === undefined) return `files:${filesDigest(root, paths)}`;
   const files = changed
     .split('\0')
