@@ -71,6 +71,15 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
       now: () => clock,
     });
 
+  /** What a replica's reconcile rejects with; `why` names what must have made it fail. */
+  const reconcileError = (why: string): Promise<unknown> =>
+    replica()
+      .reconcile()
+      .then(
+        () => assert.fail(`reconciled ${why}`),
+        (e: unknown) => e,
+      );
+
   const stored = () => {
     const data = fake.secret(NAMESPACE, SECRET)!.data as Record<string, string>;
     return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
@@ -170,12 +179,7 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
 
   it('a token the API server refuses (401) is a setting to fix, naming TLS_MODE and the token mount', async () => {
     writeFileSync(tokenFile, 'wrong-token\n');
-    const error = await replica()
-      .reconcile()
-      .then(
-        () => assert.fail('reconciled with a refused token'),
-        (e: unknown) => e,
-      );
+    const error = await reconcileError('with a refused token');
     assert.ok(error instanceof ConfigErrors, String(error));
     const [only, ...rest] = error.errors;
     assert.deepEqual(rest, []);
@@ -190,12 +194,7 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
 
   it('a namespace that does not exist (404 on create) names WEBHOOK_NAMESPACE and where deploy/ sets it', async () => {
     fake.namespaces.delete(NAMESPACE);
-    const error = await replica()
-      .reconcile()
-      .then(
-        () => assert.fail('reconciled into a namespace that does not exist'),
-        (e: unknown) => e,
-      );
+    const error = await reconcileError('into a namespace that does not exist');
     assert.ok(error instanceof ConfigErrors, String(error));
     const [only] = error.errors;
     assert.equal(only!.field, 'WEBHOOK_NAMESPACE');
@@ -208,12 +207,7 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
 
   it('a webhook configuration that does not exist (404) names WEBHOOK_CONFIGURATION_NAME and how to apply it', async () => {
     fake.deleteWebhookConfiguration(CONFIGURATION);
-    const error = await replica()
-      .reconcile()
-      .then(
-        () => assert.fail('reconciled without a webhook configuration'),
-        (e: unknown) => e,
-      );
+    const error = await reconcileError('without a webhook configuration');
     assert.ok(error instanceof ConfigErrors, String(error));
     const [only] = error.errors;
     assert.equal(only!.field, 'WEBHOOK_CONFIGURATION_NAME');
@@ -290,12 +284,7 @@ describe('self-managed TLS against the fake Kubernetes API', () => {
       it(`without ${c.rule}`, async () => {
         await c.setup?.();
         fake.allowed.delete(c.rule);
-        const error = await replica()
-          .reconcile()
-          .then(
-            () => assert.fail('reconciled without the permission'),
-            (e: unknown) => e,
-          );
+        const error = await reconcileError('without the permission');
         assert.ok(error instanceof MissingPermissionError, String(error));
         assert.deepEqual(error.permission, c.permission);
         assert.match(error.problem, c.problem);
