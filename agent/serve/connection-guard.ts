@@ -1,0 +1,111 @@
+import type { IncomingMessage } from 'node:http';
+import type { Server, Socket } from 'node:net';
+
+/**
+ * What a listening HTTP(S) server holds for connections, whoever opens them: any pod can reach the
+ * webhook's port and every agent's port unless a NetworkPolicy says otherwise, and each open
+ * connection costs memory (a TLS one tens of KiB) whether or not it ever sends a request.
+ */
+export interface ConnectionLimits {
+  /** Connections held at once. */
+  readonly maxConnections: number;
+  /** Connections held at once from one source address (a pod, a node): the others keep the rest. */
+  readonly maxPerSource: number;
+  /** How long a connection may stay open before its first request's headers are complete. */
+  readonly firstRequestMs: number;
+}
+
+/** Why the guard closed a connection: the `reason` a caller counts. */
+export type ConnectionRefusal = 'per-source' | 'full' | 'no-request';
+
+interface Held {
+  readonly socket: Socket;
+  readonly source: string;
+  /** Until its first request's headers are complete: the first to go when the server is full. */
+  fresh: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * Caps a server's connections in all and per source address, and closes a connection that sends no
+ * complete request in time. When the server is full, the oldest connection that has not sent a
+ * request yet makes room for the new one: idle openers cannot keep out a prober or the API server,
+ * whose connections send their request at once. After a connection's first request, the server's own
+ * keepAliveTimeout and headersTimeout bound it.
+ *
+ * Connections are watched at TCP accept ('connection'), before any TLS handshake, and told apart by
+ * their peer's address and port, which a TLS socket shares with the TCP socket under it.
+ */
+export class ConnectionGuard {
+  readonly #limits: ConnectionLimits;
+  readonly #onRefuse: (reason: ConnectionRefusal) => void;
+  /** By `address port`, oldest first (a Map keeps insertion order). */
+  readonly #held = new Map<string, Held>();
+  readonly #perSource = new Map<string, number>();
+
+  constructor(limits: ConnectionLimits, onRefuse: (reason: ConnectionRefusal) => void = () => {}) {
+    this.#limits = limits;
+    this.#onRefuse = onRefuse;
+  }
+
+  /** Connections held now. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** Watches `server`'s connections; `request` events mark a connection as having sent one. */
+  attach(server: Server): this {
+    server.on('connection', (socket: Socket) => this.#accept(socket));
+    server.on('request', (req: IncomingMessage) => this.#requested(req.socket));
+    return this;
+  }
+
+  #accept(socket: Socket): void {
+    const source = socket.remoteAddress ?? 'unknown';
+    const key = `${source} ${socket.remotePort}`;
+    if ((this.#perSource.get(source) ?? 0) >= this.#limits.maxPerSource)
+      return this.#refuse(socket, 'per-source');
+    if (this.#held.size >= this.#limits.maxConnections) {
+      const idle = this.#oldestFresh();
+      if (idle === undefined) return this.#refuse(socket, 'full');
+      this.#refuse(idle.socket, 'full');
+      this.#release(`${idle.source} ${idle.socket.remotePort}`, idle);
+    }
+    const held: Held = { socket, source, fresh: true };
+    held.timer = setTimeout(() => {
+      if (held.fresh) this.#refuse(socket, 'no-request');
+    }, this.#limits.firstRequestMs);
+    held.timer.unref();
+    this.#held.set(key, held);
+    this.#perSource.set(source, (this.#perSource.get(source) ?? 0) + 1);
+    socket.once('close', () => this.#release(key, held));
+  }
+
+  #requested(socket: Socket): void {
+    const held = this.#held.get(`${socket.remoteAddress ?? 'unknown'} ${socket.remotePort}`);
+    if (held === undefined || !held.fresh) return;
+    held.fresh = false;
+    clearTimeout(held.timer);
+  }
+
+  #oldestFresh(): Held | undefined {
+    for (const held of this.#held.values()) if (held.fresh) return held;
+    return undefined;
+  }
+
+  #refuse(socket: Socket, reason: ConnectionRefusal): void {
+    this.#onRefuse(reason);
+    // No goodbye: a TLS alert or HTTP answer would cost what the cap saves.
+    socket.destroy();
+  }
+
+  /** Idempotent: a connection evicted to make room is released at once, its 'close' comes later. */
+  #release(key: string, held: Held): void {
+    if (this.#held.get(key) !== held) return;
+    clearTimeout(held.timer);
+    this.#held.delete(key);
+    const left = (this.#perSource.get(held.source) ?? 1) - 1;
+    if (left > 0) this.#perSource.set(held.source, left);
+    else this.#perSource.delete(held.source);
+  }
+}
