@@ -263,7 +263,8 @@ describe('deploy/', () => {
 
     for (const entry of ['.', 'overlays/cert-manager', 'overlays/self-managed'])
       it(`on ${entry === '.' ? 'the default install' : entry} with every component: namespace, DNS names, CA injection, self-exclusion, RBAC subjects, scrape TLS name and both images`, async () => {
-        const components = ['pod-security-restricted', 'network-policy', 'monitoring'];
+        // network-policy is in every entry point already.
+        const components = ['pod-security-restricted', 'monitoring'];
         using dir = tempOverlay({
           resources: [join(DEPLOY, entry)],
           namespace: NAMESPACE,
@@ -379,81 +380,6 @@ describe('deploy/components: optional pieces an overlay adds', () => {
         for (const port of (c.ports ?? []) as { hostPort?: number }[])
           assert.equal(port.hostPort, undefined, `${name}: hostPort`);
       }
-    }
-  });
-
-  it('network-policy: in, only the webhook’s HTTPS port; out, only the Kubernetes API (GET /version, self-managed TLS)', async () => {
-    const components = ['network-policy'];
-    const egressPorts = [{ port: 443 }, { port: 6443 }];
-    for (const entry of ['.', 'overlays/self-managed']) {
-      using dir = overlay(entry, components);
-      const objects = kubectlKustomize(dir.path);
-      for (const object of objects) await validate(object, `${entry} + ${components.join(' + ')}`);
-      const policy = objects.find((o) => o.kind === 'NetworkPolicy')!;
-      assert.equal(policy.metadata.namespace, 'platform-secrets');
-      const spec = policy.spec as {
-        podSelector: { matchLabels: Record<string, string> };
-        policyTypes: string[];
-        ingress: { from?: unknown; ports: { protocol: string; port: number }[] }[];
-        egress: { ports: { protocol: string; port: number }[] }[];
-      };
-      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
-        template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
-      };
-      for (const [k, v] of Object.entries(spec.podSelector.matchLabels))
-        assert.equal(deployment.template.metadata.labels[k], v, 'selects the webhook’s pods');
-      assert.deepEqual([...spec.policyTypes].sort(), ['Egress', 'Ingress']);
-      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
-      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
-      assert.deepEqual(spec.ingress, [{ ports: [{ protocol: 'TCP', port: webhookPort }] }]);
-      assert.deepEqual(
-        spec.egress.flatMap((rule) => rule.ports.map((p) => ({ port: p.port }))),
-        egressPorts,
-      );
-    }
-  });
-
-  it('network-policy’s knob: the documented patch lets only the control plane’s CIDRs reach the webhook’s port, egress unchanged', async () => {
-    // The patch a platform team copies (the component's kustomization says where it is).
-    const patchFile = join(ROOT, 'docs/install/example-overlay/webhook-ingress.yaml');
-    const [patch] = parseYaml(readFileSync(patchFile, 'utf8'), 'webhook-ingress.yaml');
-    await validate(patch!, 'webhook-ingress.yaml');
-    const cidrs = (
-      patch!.spec as { ingress: { from: { ipBlock: { cidr: string } }[] }[] }
-    ).ingress[0]!.from.map((f) => f.ipBlock.cidr);
-    assert.ok(cidrs.length > 0 && cidrs.every((c) => /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(c)), 'CIDRs');
-    for (const entry of ['.', 'overlays/self-managed']) {
-      using dir = tempOverlay({
-        resources: [join(DEPLOY, entry)],
-        namespace: 'platform-secrets',
-        components: [join(DEPLOY, 'components/network-policy')],
-        patches: [{ path: 'webhook-ingress.yaml' }],
-        transformers: [join(DEPLOY, 'transformers')],
-      });
-      writeFileSync(join(dir.path, 'webhook-ingress.yaml'), readFileSync(patchFile));
-      const objects = kubectlKustomize(dir.path);
-      for (const object of objects) await validate(object, `${entry} + network-policy + its knob`);
-      const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
-      assert.equal(policies.length, 1, 'the patch changes the component’s policy, adds none');
-      const spec = policies[0]!.spec as {
-        ingress: { from: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[];
-        egress: { ports: { port: number }[] }[];
-      };
-      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
-        template: { spec: PodSpec };
-      };
-      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
-      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
-      assert.deepEqual(spec.ingress, [
-        {
-          from: cidrs.map((cidr) => ({ ipBlock: { cidr } })),
-          ports: [{ protocol: 'TCP', port: webhookPort }],
-        },
-      ]);
-      assert.deepEqual(
-        spec.egress.flatMap((rule) => rule.ports.map((p) => p.port)),
-        [443, 6443],
-      );
     }
   });
 });
