@@ -3,6 +3,9 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { BlockList } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
+import { AGENT_PORT_NAME } from '../../webhook/injected-names.ts';
 import { ROOT } from '../support/run-agent.ts';
 import {
   DEPLOY,
@@ -121,6 +124,13 @@ function checkCallers(peers: readonly Peer[] | undefined): void {
       assert.ok(Object.keys(peer.podSelector?.matchLabels ?? {}).length > 0, 'some of its pods only');
     }
   }
+}
+
+/** The ```yaml blocks of a Markdown file, parsed. */
+function yamlBlocks(md: string): KubeObject[] {
+  return [...md.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].flatMap((m) =>
+    parseAllDocuments(m[1]!).map((d) => d.toJS() as KubeObject),
+  );
 }
 
 /** The egress every rendering keeps: TCP 443 and 6443 to anywhere (on Cilium an ipBlock would miss the API server). */
@@ -245,5 +255,25 @@ describe('docs/install/network: each platform’s patch names the webhook’s ca
     );
     assert.throws(() => checkCallers([{ ipBlock: { cidr: '192.0.2.0/33' } }]));
     assert.throws(() => checkCallers([{ ipBlock: { cidr: '192.0.2.0' } }]), /prefix length/);
+  });
+});
+
+describe('docs/agent.md: the policy that closes the agent’s port in an application namespace', () => {
+  const policies = yamlBlocks(readFileSync(join(ROOT, 'docs/agent.md'), 'utf8')).filter(
+    (o) => o?.kind === 'NetworkPolicy',
+  );
+
+  it('is valid, selects opted-in pods and admits only Prometheus, on the port’s name the webhook gives it', async () => {
+    assert.equal(policies.length, 1);
+    await validate(policies[0]!, 'docs/agent.md');
+    const spec = policies[0]!.spec as unknown as PolicySpec;
+    assert.deepEqual(spec.podSelector, { matchLabels: { [OPT_IN_LABEL]: 'true' } });
+    assert.deepEqual(spec.policyTypes, ['Ingress']);
+    assert.equal(spec.ingress.length, 1);
+    assert.deepEqual(spec.ingress[0]!.ports, [{ protocol: 'TCP', port: AGENT_PORT_NAME }]);
+    for (const peer of spec.ingress[0]!.from!) {
+      assert.equal(peer.ipBlock, undefined);
+      assert.ok(peer.namespaceSelector && peer.podSelector, 'a namespace and its pods');
+    }
   });
 });
