@@ -230,6 +230,15 @@ describe('docs/install/network: each platform’s patch names the webhook’s ca
       peersOf('gke').some((p) => p.ipBlock),
       'a private cluster’s control-plane range',
     );
+    // The guide's command finds the pods the patch admits.
+    const konnectivity = peersOf('gke').find((p) => p.podSelector)!.podSelector!.matchLabels!;
+    for (const [key, value] of Object.entries(konnectivity))
+      assert.ok(
+        guide
+          .split('\n')
+          .some((line) => line.startsWith(`kubectl -n kube-system get pods -l ${key}=${value} `)),
+        'network.md finds them',
+      );
     for (const peer of peersOf('kubeadm')) assert.match(peer.ipBlock?.cidr ?? '', /\/32$/);
     for (const peer of peersOf('eks')) assert.ok(peer.ipBlock, 'EKS: the cluster’s subnets');
   });
