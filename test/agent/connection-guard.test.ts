@@ -189,4 +189,31 @@ describe('ConnectionGuard, on a real HTTP server on loopback', { timeout: 30_000
     for (const c of again) assert.equal(await request(c), 'HTTP/1.1 200 OK');
     assert.deepEqual(g.refusals, ['per-source', 'full']);
   });
+
+  it('neither holds nor counts connections whose peer reset them before the server saw them', async () => {
+    // Such a socket has no peer address any more: held under a shared placeholder, they were counted as
+    // one source, refused as 'per-source' and leaked that source's count when they overwrote each other.
+    const g = await guarded({ maxConnections: 10, maxPerSource: 2, firstRequestMs: LONG });
+    for (let round = 0; round < 10; round++)
+      await Promise.all(
+        Array.from(
+          { length: 50 },
+          () =>
+            new Promise<void>((resolve) => {
+              const c = connect({ host: '127.0.0.1', port: g.port, localAddress: '127.0.0.2' });
+              c.once('connect', () => {
+                c.resetAndDestroy();
+                resolve();
+              });
+              c.once('error', () => resolve());
+            }),
+        ),
+      );
+    await holds(g, 0);
+    assert.deepEqual(g.refusals, []);
+    const after = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.2')];
+    await holds(g, 2);
+    for (const c of after) assert.equal(await request(c), 'HTTP/1.1 200 OK');
+    assert.deepEqual(g.refusals, []);
+  });
 });
