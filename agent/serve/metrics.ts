@@ -65,6 +65,12 @@ export const METRIC_DOCS = [
     labels: 'outcome',
     help: 'AGENT_CONFIG_FILE reloads by outcome (applied, rejected).',
   },
+  {
+    name: 'secret_agent_http_connections_refused_total',
+    type: 'counter',
+    labels: 'reason',
+    help: 'Connections to the agent’s port it closed unserved, by reason: per-source (its address already held its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, when none had), no-request (no complete request within the deadline).',
+  },
 ] as const;
 
 /**
@@ -136,6 +142,12 @@ export class AgentMetrics {
     name: 'secret_agent_config_reloads_total',
     help: help('secret_agent_config_reloads_total'),
     labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly refusedConnections = new Counter({
+    name: 'secret_agent_http_connections_refused_total',
+    help: help('secret_agent_http_connections_refused_total'),
+    labelNames: ['reason'],
     registers: [this.registry],
   });
 
