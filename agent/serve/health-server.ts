@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { ConfigError } from '../contract/errors.ts';
 import { ConnectionGuard, type ConnectionLimits } from './connection-guard.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -86,7 +87,13 @@ export function startHealthServer(
     },
   );
   server.maxHeadersCount = limits.maxHeadersCount;
+  // The guard decides first: a connection it refuses never gets the HTTP server's per-connection state.
+  const http = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeAllListeners('connection');
   new ConnectionGuard(limits, (reason) => metrics.refusedConnections.inc({ reason })).attach(server);
+  server.on('connection', (socket: Socket) => {
+    if (!socket.destroyed) for (const listener of http) listener.call(server, socket);
+  });
   return new Promise((resolve, reject) => {
     const failed = (e: Error) => reject(listenError(e, addr));
     server.once('error', failed);
