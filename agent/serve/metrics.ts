@@ -1,4 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ConnectionRefusal } from './connection-guard.ts';
+
+/** Every reason the port's guard closes a connection: each series exists from the start, at 0. */
+const REFUSALS = { 'per-source': true, full: true, 'no-request': true } as const satisfies Record<
+  ConnectionRefusal,
+  true
+>;
 
 /**
  * The sidecar's metrics, declared once: the reference table is generated from METRIC_DOCS. Labels are
@@ -152,6 +159,7 @@ export class AgentMetrics {
   });
 
   constructor() {
+    for (const reason of Object.keys(REFUSALS)) this.refusedConnections.inc({ reason }, 0);
     // Process RSS, heap, open fds, event-loop lag: what a leak or a stall shows up in.
     collectDefaultMetrics({
       register: this.registry,
