@@ -13,6 +13,7 @@ import { ProviderError, type FailureReason } from '../agent/providers/provider.t
 import { HELPER_ENV } from '../agent/providers/exec/exec-provider.ts';
 import { EXEC_SETTINGS } from '../agent/providers/exec/env.ts';
 import { VAULT_ENV } from '../agent/providers/vault/env.ts';
+import { AGENT_PORT_LIMITS } from '../agent/serve/health-server.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
@@ -229,6 +230,37 @@ export const EXEC_HELPER_TABLES: Record<string, () => string> = {
 
 /** The agent's tables: docs/reference/agent.md. */
 export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
+  'agent-port-limits': () => {
+    const l = AGENT_PORT_LIMITS;
+    const refused = (reason: string) => `closed unanswered; counted as \`reason="${reason}"\``;
+    return table(
+      ['What', 'Limit', 'Past it'],
+      [
+        [
+          'Connections held at once',
+          String(l.maxConnections),
+          `the oldest that has sent no request is ${refused('full')} (the newcomer, if every one has)`,
+        ],
+        [
+          'Connections held from one address',
+          String(l.maxPerSource),
+          `the newcomer is ${refused('per-source')}`,
+        ],
+        [
+          'Time to a connection’s first complete request',
+          `${l.firstRequestMs / 1000} s`,
+          `${refused('no-request')}`,
+        ],
+        ['Requests per connection', '1', 'answered with `Connection: close`, then closed'],
+        [
+          'A request’s headers',
+          `${l.maxHeaderBytes / 1024} KiB, ${l.maxHeadersCount} kept`,
+          'HTTP 431; headers past the count are dropped',
+        ],
+        ['Time to a whole request (headers and any body)', `${l.requestMs / 1000} s`, 'HTTP 408, closed'],
+      ],
+    );
+  },
   'agent-env': () =>
     table(
       ['Variable', 'Default', 'Meaning'],

@@ -61,7 +61,10 @@ export class ConnectionGuard {
   }
 
   #accept(socket: Socket): void {
-    const source = socket.remoteAddress ?? 'unknown';
+    const source = socket.remoteAddress;
+    // No peer address: the peer reset it before it was accepted. It is gone; holding it under a
+    // placeholder made all of them one source, refused as such, whose count leaked when they collided.
+    if (source === undefined) return void socket.destroy();
     const key = `${source} ${socket.remotePort}`;
     if ((this.#perSource.get(source) ?? 0) >= this.#limits.maxPerSource)
       return this.#refuse(socket, 'per-source');

@@ -1,6 +1,34 @@
 import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { ConfigError } from '../contract/errors.ts';
+import { ConnectionGuard, type ConnectionLimits } from './connection-guard.ts';
 import type { AgentMetrics } from './metrics.ts';
+
+/**
+ * What the agent's port holds for whoever connects, declared once (the reference's agent-port table
+ * is generated from it; whatever serves the port must keep to it). Every pod in the cluster can reach
+ * the port: before these, 12,000 idle connections took 123 MiB of a 128Mi container and its probes.
+ */
+export const AGENT_PORT_LIMITS = {
+  /**
+   * Held at once. Probes and scrapes need a handful, each connection serves one request and is closed
+   * (so one that has sent a request goes within milliseconds), and a full port closes its oldest
+   * connection that has sent nothing to make room: held memory stays under a MiB.
+   */
+  maxConnections: 64,
+  /** From one address (a pod; the node, whose kubelet probes): one flooding pod leaves the others room. */
+  maxPerSource: 16,
+  /** A kubelet probe or a scrape sends its request at once; a connection that has not, within this, is closed. */
+  firstRequestMs: 3000,
+  /** A request's headers: probes and scrapes send a few hundred bytes (Node's default is 16 KiB). */
+  maxHeaderBytes: 8192,
+  /** Headers kept per request (Node's default is 2000). */
+  maxHeadersCount: 32,
+  /** Node's own timers, checked every checkMs: headers (as the first request, above), the whole request. */
+  headersMs: 3000,
+  requestMs: 5000,
+  checkMs: 1000,
+} as const satisfies ConnectionLimits & Record<string, number>;
 
 export interface HealthState {
   /** The volume holds a complete set, written by this agent or found there at its start: the app may start. */
@@ -23,30 +51,49 @@ export function startHealthServer(
   state: HealthState,
   metrics: AgentMetrics,
 ): Promise<Server> {
-  const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.writeHead(405, { allow: 'GET, HEAD' }).end();
-      return;
-    }
-    const plain = (code: number, body: string) =>
-      res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
-    switch (path) {
-      case '/healthz':
-        return state.live() ? plain(200, 'ok\n') : plain(503, 'refresh loop stalled\n');
-      case '/readyz':
-        return state.ready() ? plain(200, 'ready\n') : plain(503, 'secrets not written yet\n');
-      case '/metrics':
-        metrics.registry.metrics().then(
-          (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-          () => plain(500, 'metrics unavailable\n'),
-        );
+  const limits = AGENT_PORT_LIMITS;
+  const server = createServer(
+    {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout: limits.headersMs,
+      requestTimeout: limits.requestMs,
+      connectionsCheckingInterval: limits.checkMs,
+    },
+    (req, res) => {
+      // One request per connection: kubelet probes never reuse one, a scrape every 15 s or more gains
+      // nothing by it, and a connection that is answered and closed cannot be held against the cap.
+      res.shouldKeepAlive = false;
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405, { allow: 'GET, HEAD' }).end();
         return;
-      default:
-        return plain(404, 'not found\n');
-    }
+      }
+      const plain = (code: number, body: string) =>
+        res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
+      switch (path) {
+        case '/healthz':
+          return state.live() ? plain(200, 'ok\n') : plain(503, 'refresh loop stalled\n');
+        case '/readyz':
+          return state.ready() ? plain(200, 'ready\n') : plain(503, 'secrets not written yet\n');
+        case '/metrics':
+          metrics.registry.metrics().then(
+            (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+            () => plain(500, 'metrics unavailable\n'),
+          );
+          return;
+        default:
+          return plain(404, 'not found\n');
+      }
+    },
+  );
+  server.maxHeadersCount = limits.maxHeadersCount;
+  // The guard decides first: a connection it refuses never gets the HTTP server's per-connection state.
+  const http = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeAllListeners('connection');
+  new ConnectionGuard(limits, (reason) => metrics.refusedConnections.inc({ reason })).attach(server);
+  server.on('connection', (socket: Socket) => {
+    if (!socket.destroyed) for (const listener of http) listener.call(server, socket);
   });
-  server.keepAliveTimeout = 5000;
   return new Promise((resolve, reject) => {
     const failed = (e: Error) => reject(listenError(e, addr));
     server.once('error', failed);

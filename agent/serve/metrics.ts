@@ -1,4 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ConnectionRefusal } from './connection-guard.ts';
+
+/** Every reason the port's guard closes a connection: each series exists from the start, at 0. */
+const REFUSALS = { 'per-source': true, full: true, 'no-request': true } as const satisfies Record<
+  ConnectionRefusal,
+  true
+>;
 
 /**
  * The sidecar's metrics, declared once: the reference table is generated from METRIC_DOCS. Labels are
@@ -64,6 +71,12 @@ export const METRIC_DOCS = [
     type: 'counter',
     labels: 'outcome',
     help: 'AGENT_CONFIG_FILE reloads by outcome (applied, rejected).',
+  },
+  {
+    name: 'secret_agent_http_connections_refused_total',
+    type: 'counter',
+    labels: 'reason',
+    help: 'Connections to the agent’s port it closed unserved, by reason: per-source (its address already held its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, when none had), no-request (no complete request within the deadline).',
   },
 ] as const;
 
@@ -138,8 +151,15 @@ export class AgentMetrics {
     labelNames: ['outcome'],
     registers: [this.registry],
   });
+  readonly refusedConnections = new Counter({
+    name: 'secret_agent_http_connections_refused_total',
+    help: help('secret_agent_http_connections_refused_total'),
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
 
   constructor() {
+    for (const reason of Object.keys(REFUSALS)) this.refusedConnections.inc({ reason }, 0);
     // Process RSS, heap, open fds, event-loop lag: what a leak or a stall shows up in.
     collectDefaultMetrics({
       register: this.registry,

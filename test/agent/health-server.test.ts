@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import type { Server } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { AGENT_PORT_LIMITS, startHealthServer } from '../../agent/serve/health-server.ts';
+import { AgentMetrics } from '../../agent/serve/metrics.ts';
+import { eventually } from '../support/run-agent.ts';
+
+/** Sends `request` raw on a connection from `from` and resolves with all it got once the server closed it. */
+function exchange(port: number, request: string, from = '127.0.0.1'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, localAddress: from });
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString()));
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(got));
+    socket.on('connect', () => socket.write(request));
+    setTimeout(() => reject(new Error(`still open after 5 s: ${JSON.stringify(got)}`)), 5000).unref();
+  });
+}
+
+const refused = async (metrics: AgentMetrics) =>
+  Object.fromEntries(
+    (await metrics.refusedConnections.get()).values.map((v) => [String(v.labels.reason), v.value]),
+  );
+
+describe('the agent’s port (startHealthServer) and its limits', { timeout: 30_000 }, () => {
+  let server: Server;
+  let port: number;
+  const metrics = new AgentMetrics();
+  before(async () => {
+    server = await startHealthServer(
+      { host: '127.0.0.1', port: 0 },
+      { ready: () => true, live: () => true },
+      metrics,
+    );
+    port = (server.address() as AddressInfo).port;
+  });
+  after(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
+
+  it('answers one request per connection and closes it, a second request on it unanswered', async () => {
+    const got = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\nGET /readyz HTTP/1.1\r\nhost: a\r\n\r\n',
+    );
+    assert.match(got, /^HTTP\/1\.1 200 OK\r\n/);
+    assert.match(got, /\r\nConnection: close\r\n/i);
+    assert.equal(got.match(/HTTP\/1\.1 /g)?.length, 1, got);
+  });
+
+  it(`refuses headers over ${AGENT_PORT_LIMITS.maxHeaderBytes / 1024} KiB with 431`, async () => {
+    const big = 'a'.repeat(AGENT_PORT_LIMITS.maxHeaderBytes + 1);
+    const got = await exchange(port, `GET /healthz HTTP/1.1\r\nhost: a\r\nx-big: ${big}\r\n\r\n`);
+    assert.match(got, /^HTTP\/1\.1 431 /);
+  });
+
+  it('counts refused connections by reason, every reason at 0 from the start, and keeps serving other addresses', async () => {
+    const start = await refused(metrics);
+    assert.deepEqual(Object.keys(start).sort(), ['full', 'no-request', 'per-source']);
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < AGENT_PORT_LIMITS.maxPerSource + 1; i++) {
+        const socket = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.2' });
+        socket.on('error', () => {});
+        held.push(socket);
+      }
+      await eventually(
+        async () => ((await refused(metrics))['per-source']! > start['per-source']! ? true : undefined),
+        'a per-source refusal',
+        5000,
+      );
+      const got = await exchange(port, 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n', '127.0.0.3');
+      assert.match(got, /^HTTP\/1\.1 200 OK\r\n/);
+    } finally {
+      for (const s of held) s.destroy();
+    }
+  });
+});
