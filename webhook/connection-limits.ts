@@ -15,10 +15,10 @@ export const MAX_CONNECTIONS = 256;
 
 /**
  * Connections held at once from one address. Behind Konnectivity every call of every API server comes
- * from one or a few proxy addresses: idle ones of a source at its cap make room for its next (see
- * replaceIdle in agent/serve/connection-guard.ts), so the cap binds only connections busy with a
- * request, and 32 calls in progress at once is far past a burst of pod creations answered in
- * milliseconds. It takes 8 sources, each busy, to fill MAX_CONNECTIONS.
+ * from one or a few proxy addresses: a source at its cap closes its oldest connection idle between
+ * keep-alive requests for its next (replaceIdle in agent/serve/connection-guard.ts), so for the API
+ * server the cap binds only calls in progress, and 32 at once is far past a burst of pod creations
+ * answered in milliseconds. It takes 8 sources, each holding 32, to fill MAX_CONNECTIONS.
  */
 export const MAX_CONNECTIONS_PER_SOURCE = 32;
 

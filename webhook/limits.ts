@@ -91,7 +91,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'Connections held at once from one address',
     limit: String(MAX_CONNECTIONS_PER_SOURCE),
-    past: 'that address’s oldest idle connection is closed for the newcomer; when all are busy, the newcomer',
+    past: 'that address’s oldest connection idle between requests is closed for the newcomer; when there is none, the newcomer, before any TLS handshake',
     why: 'One pod cannot take the rest. Behind Konnectivity all API server calls come from one or a few addresses: only its calls in progress count against this.',
   },
   {

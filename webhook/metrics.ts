@@ -58,7 +58,7 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
     }),
     connectionsClosed: new Counter({
       name: 'secret_agent_webhook_connections_closed_total',
-      help: 'Connections the webhook closed to stay within its connection limits, by reason: per-source (one address held as many as it may: its oldest idle one, or the newcomer when all were busy), full (as many in all: the oldest idle one, or the newcomer), no-request (no complete request within the first-request deadline). Growth while the API server is the only caller means a pod is opening connections to the webhook.',
+      help: 'Connections the webhook closed to stay within its connection limits, by reason: per-source (one address held as many as it may: its oldest one idle between requests, else the newcomer), full (as many in all: the oldest idle one, or the newcomer), no-request (no complete request within the first-request deadline). Growth while the API server is the only caller means a pod is opening connections to the webhook.',
       labelNames: ['reason'],
       registers: [registry],
     }),

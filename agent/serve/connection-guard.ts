@@ -14,12 +14,12 @@ export interface ConnectionLimits {
   /** How long a connection may stay open before its first request's headers are complete. */
   readonly firstRequestMs: number;
   /**
-   * At a cap, close an idle connection (no request yet, or between keep-alive requests) to make room
-   * rather than refuse the newcomer: at the per-source cap one of that source's own, when full the
-   * oldest that sent no request, else the oldest idle one. For a port the API server calls: its
-   * keep-alive pool may hold more idle connections than the per-source cap (all of it from one
-   * address behind Konnectivity), and its next call must get in; what a source cannot get past is
-   * its cap of connections that are busy with a request. Off by default.
+   * At a cap, close a connection idle between keep-alive requests to make room rather than refuse the
+   * newcomer: at the per-source cap that source's oldest such, when full (and none has sent no request
+   * yet) the oldest such of any source. For a port the API server calls: its keep-alive pool may hold
+   * more idle connections than the per-source cap (all of it from one address behind Konnectivity),
+   * and its next call must get in. A source's connections that never sent a request still block its
+   * own newcomers: refused at accept, before a TLS handshake is spent on them. Off by default.
    */
   readonly replaceIdle?: boolean;
 }
@@ -117,15 +117,11 @@ export class ConnectionGuard {
     return undefined;
   }
 
-  /** The oldest connection (of `source`, if given) with no request in progress, fresh ones first. */
+  /** The oldest connection (of `source`, if given) between keep-alive requests. */
   #oldestIdle(source?: string): Held | undefined {
-    let idle: Held | undefined;
-    for (const held of this.#held.values()) {
-      if (source !== undefined && held.source !== source) continue;
-      if (held.fresh) return held;
-      idle ??= held.busy === 0 ? held : undefined;
-    }
-    return idle;
+    for (const held of this.#held.values())
+      if ((source === undefined || held.source === source) && !held.fresh && held.busy === 0) return held;
+    return undefined;
   }
 
   #evict(held: Held, reason: ConnectionRefusal): void {

@@ -90,7 +90,7 @@ const held = (g: Guarded, n: number) =>
   eventually(() => (g.held.length === n ? true : undefined), `${n} requests in progress`, 5000);
 
 describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
-  it('at a source’s cap, closes that source’s idle connection for the newcomer, never a busy one nor another source’s', async () => {
+  it('at a source’s cap, closes that source’s connection idle between requests for the newcomer, never a busy one, one that sent no request yet, nor another source’s', async () => {
     const g = await guarded(10, 2);
     const other = await open(g.port, '127.0.0.3');
     await get(other, '/ok');
@@ -103,6 +103,12 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     await closes(idle, 'the idle connection of the source at its cap');
     await get(newcomer, '/ok');
     assert.deepEqual(g.refusals, [['per-source', '127.0.0.2']]);
+    // Of a source's connections, only those between requests make room, not one that sent none yet.
+    const fresh = [await open(g.port, '127.0.0.4'), await open(g.port, '127.0.0.4')];
+    const refusedFresh = await open(g.port, '127.0.0.4');
+    await closes(refusedFresh, 'a newcomer of a source whose connections sent no request yet');
+    assert.deepEqual(g.refusals.at(-1), ['per-source', '127.0.0.4']);
+    for (const f of fresh) await get(f, '/ok');
     // Now both of the source's connections are busy: the next one is refused, and no one else closed.
     await get(newcomer, '/hold');
     await held(g, 2);
@@ -115,7 +121,7 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     const answered = new Promise((resolve) => busy.socket.once('data', resolve));
     g.held.shift()!.end('ok\n');
     await answered;
-    await holds(g, 3);
+    await holds(g, 5);
     const next = await open(g.port, '127.0.0.2');
     await closes(busy, 'the connection whose answer was sent');
     await get(next, '/ok');
