@@ -1,15 +1,16 @@
 /**
  * How many connections the webhook holds and for how long. Any pod can reach its port unless a
  * NetworkPolicy says otherwise, and each connection costs memory whether or not it sends a request:
- * measured with the bundle and the Deployment's NODE_OPTIONS, 56 to 62 KiB for an idle TLS connection
- * after its handshake, 21 to 27 KiB for a TCP connection that never starts TLS
+ * measured with the bundle and the Deployment's NODE_OPTIONS, 56 to 72 KiB of private memory for an
+ * idle TLS connection after its handshake (the first few hundred cost the most: the heap and OpenSSL
+ * grow for them and keep the room), 21 to 27 KiB for a TCP connection that never starts TLS
  * (test/siege/webhook-connections.test.ts measures it again).
  */
 
 /**
  * Connections held at once. The API server keeps a keep-alive pool per replica (Go keeps up to 25 idle
  * per host) and opens more only while calls are in progress; kubelet probes and a Prometheus scrape
- * add a few. 256 is ten times what a cluster of three API servers keeps idle, and 16 MiB at most.
+ * add a few. 256 is three times what a cluster of three API servers keeps idle, and 20 MiB at most.
  */
 export const MAX_CONNECTIONS = 256;
 
@@ -45,4 +46,4 @@ export const ANSWER_DEADLINE_MS = 15_000;
 export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
 
 /** What one connection is counted as in the webhook's worst case: the most measured, rounded up. */
-export const CONNECTION_BYTES = 64 * 1024;
+export const CONNECTION_BYTES = 80 * 1024;

@@ -162,7 +162,15 @@ async function route(
     );
     finish(outcome);
   } catch (e) {
-    if (e instanceof HttpError && e.status === 429) return shed(res, options, finish, 'body');
+    if (e instanceof HttpError && e.status === 429) {
+      // Its rest is dropped as it arrives, but no longer than a request may take: Node's request
+      // timeout ends with the answer, and a sender dripping a byte a second would keep the connection.
+      const cut = setTimeout(() => req.socket.destroy(), REQUEST_TIMEOUT_MS);
+      cut.unref();
+      req.once('end', () => clearTimeout(cut));
+      req.socket.once('close', () => clearTimeout(cut));
+      return shed(res, options, finish, 'body');
+    }
     if (e instanceof BadReviewError || e instanceof HttpError) {
       const status = e instanceof HttpError ? e.status : 400;
       // Drain nothing more from an oversized body: close the connection instead.
