@@ -2,6 +2,13 @@ import { MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES } from '../agent/contract/value-l
 import { MAX_CACHE_BYTES, MAX_CACHED_CHARS } from './admission/admission-cache.ts';
 import { ACCEPTED_ENV_LIMIT, MAX_SHOWN_PROBLEMS } from './admission/admit-pod.ts';
 import {
+  MAX_ANSWER_BYTES,
+  MAX_CONTAINERS,
+  MAX_PATCH_BYTES,
+  MAX_REFUSAL_CHARS,
+  MAX_WARNINGS_BYTES,
+} from './admission/answer-limits.ts';
+import {
   MAX_ANNOTATION_NAME,
   MAX_ANNOTATION_TOTAL_BYTES,
   MAX_ANNOTATIONS,
@@ -159,6 +166,36 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: size(MAX_ANNOTATION_TOTAL_BYTES),
     past: `${REFUSED}, and the largest three`,
     why: 'Kubernetes’ own limit for all annotations together, which it checks only after the webhook.',
+  },
+  {
+    what: 'Containers and init containers of a pod it injects',
+    limit: String(MAX_CONTAINERS),
+    past: 'the pod is refused, naming their number and the limit, before any annotation is parsed',
+    why: 'Real pods have a handful; a service mesh adds a few. Each gets a volume mount and an env var in the patch: a 0.29 MB pod of 9,000 containers was a 27 MB answer.',
+  },
+  {
+    what: 'The JSON Patch of an injection, before base64',
+    limit: size(MAX_PATCH_BYTES),
+    past: `the pod is refused, naming the patch’s size and what makes it large`,
+    why: 'With base64, the warnings and the rest, the answer stays within its limit. The largest pod admitted otherwise renders 676 KB when its templates are plain text (the agent’s env twice: `init+sidecar` without native sidecars), 753 KB when they are JSON; only templates mostly of quotes, backslashes, newlines or control characters reach it.',
+  },
+  {
+    what: 'An answer’s warnings, as JSON',
+    limit: size(MAX_WARNINGS_BYTES),
+    past: `the rest are counted in a last warning; the pod’s \`${PREFIX}warnings\` annotation holds them all`,
+    why: 'The API server passes on at most 4,096 characters of warnings.',
+  },
+  {
+    what: 'A refusal’s message',
+    limit: `${MAX_REFUSAL_CHARS.toLocaleString('en')} characters`,
+    past: 'cut, ending in `…`',
+    why: 'The problems it shows are a few KiB; a pod’s own text (a container name, say) cannot make it longer.',
+  },
+  {
+    what: 'An answer (the AdmissionReview it sends)',
+    limit: size(MAX_ANSWER_BYTES),
+    past: 'never reached: the container count, the patch, the warnings and the message are bounded',
+    why: 'Whatever a request of up to 3 MiB holds; two such requests at once stay within the webhook’s memory.',
   },
   {
     what: 'Problems a refusal shows',

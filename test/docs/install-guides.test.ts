@@ -34,7 +34,7 @@ import {
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
-const GUIDES = ['eks', 'gke', 'vault', 'upgrade'] as const;
+const GUIDES = ['eks', 'gke', 'vault', 'upgrade', 'network'] as const;
 type Guide = (typeof GUIDES)[number];
 const guide = (name: Guide): string => read(`docs/install/${name}.md`);
 

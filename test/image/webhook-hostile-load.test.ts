@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MAX_TEMPLATE_BYTES, MAX_SETTING_BYTES } from '../../agent/contract/value-limits.ts';
 import { MAX_ANNOTATIONS } from '../../webhook/admission/annotation-limits.ts';
+import { MAX_CONTAINERS } from '../../webhook/admission/answer-limits.ts';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
 import { eventually } from '../support/run-agent.ts';
 import { deployedWebhook } from '../webhook/deployed-webhook.ts';
@@ -60,6 +61,12 @@ const REFUSAL: Readonly<Record<HostileKind, { status: number; says: RegExp }>> =
   },
   'deep-json': { status: 400, says: new RegExp(`nests deeper than ${MAX_JSON_DEPTH} levels`) },
   'wide-json': { status: 400, says: new RegExp(`more than ${MAX_JSON_VALUES} JSON values`) },
+  'containers-9000': {
+    status: 200,
+    says: new RegExp(
+      `the pod has 9,000 containers and init containers, over the webhook's limit of ${MAX_CONTAINERS}`,
+    ),
+  },
 };
 
 /** The refusal's text: the AdmissionReview's status message, or the HTTP error's. */

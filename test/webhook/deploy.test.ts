@@ -4,7 +4,6 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
 import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/injected-names.ts';
 import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
@@ -13,13 +12,14 @@ import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SLOT_BYTES } from '../../webhook/body-bu
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
 import { deployedWebhook } from './deployed-webhook.ts';
-
-const DEPLOY = join(ROOT, 'deploy');
-type KubeObject = {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
-} & Record<string, unknown>;
+import {
+  DEPLOY,
+  kubectlKustomize,
+  parseYaml,
+  tempOverlay,
+  validate,
+  type KubeObject,
+} from './kustomize-render.ts';
 
 function yamlFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -28,80 +28,12 @@ function yamlFiles(dir: string): string[] {
   });
 }
 
-function parseYaml(text: string, where: string): KubeObject[] {
-  return parseAllDocuments(text).flatMap((doc) => {
-    assert.deepEqual(doc.errors, [], `${where}: ${doc.errors.map((e) => e.message).join('; ')}`);
-    const value = doc.toJS() as KubeObject | null;
-    return value ? [value] : [];
-  });
-}
-
-/** The kubernetes-models class for an apiVersion/kind, or undefined for CRDs it does not know. */
-async function modelFor(
-  apiVersion: string,
-  kind: string,
-): Promise<(new (data: unknown) => { validate(): void }) | undefined> {
-  const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-  // The Prometheus Operator's CRDs (the monitoring component) come from their own models package.
-  const path =
-    group === 'monitoring.coreos.com'
-      ? `@kubernetes-models/prometheus-operator/${group}/${version}`
-      : group
-        ? `kubernetes-models/${group}/${version}`
-        : `kubernetes-models/${version}`;
-  try {
-    const module = (await import(path)) as Record<string, new (data: unknown) => { validate(): void }>;
-    return module[kind];
-  } catch {
-    return undefined;
-  }
-}
-
-/** cert-manager kinds are CRDs kubernetes-models does not ship: check the fields we rely on. */
-function checkCertManager(object: KubeObject): void {
-  assert.equal(object.apiVersion, 'cert-manager.io/v1');
-  const spec = object.spec as Record<string, unknown>;
-  if (object.kind === 'Issuer') assert.ok(spec.selfSigned || spec.ca, 'an Issuer needs selfSigned or ca');
-  else if (object.kind === 'Certificate') {
-    assert.equal(typeof spec.secretName, 'string');
-    assert.ok(Array.isArray(spec.dnsNames) && spec.dnsNames.length > 0);
-    assert.ok((spec.issuerRef as { name?: string }).name);
-  } else assert.fail(`unexpected cert-manager kind ${object.kind}`);
-}
-
-async function validate(object: KubeObject, where: string): Promise<void> {
-  // kustomize's own files: kustomizations, and transformer configs (deploy/transformers).
-  if (object.apiVersion.startsWith('kustomize.config.k8s.io/') || object.apiVersion === 'builtin') return;
-  if (object.apiVersion.startsWith('cert-manager.io/')) return checkCertManager(object);
-  const Model = await modelFor(object.apiVersion, object.kind);
-  assert.ok(Model, `${where}: no schema for ${object.apiVersion} ${object.kind}`);
-  // Strategic-merge patch directives are not part of the schema; drop them before validating.
-  const clean = JSON.parse(JSON.stringify(object), (key, value: unknown) =>
-    key === '$patch' ? undefined : value,
-  ) as unknown;
-  try {
-    new Model(clean).validate();
-  } catch (e) {
-    assert.fail(`${where}: ${object.kind} ${object.metadata.name}: ${(e as Error).message}`);
-  }
-}
-
 const PROMTOOL_HINT =
   'It checks the monitoring component’s alerts: apt-get install prometheus (Debian’s package ships promtool); .ci/run installs it.';
 
 function tempDir(): { path: string; [Symbol.dispose](): void } {
   const path = mkdtempSync(join(tmpdir(), 'secret-agent-rules-'));
   return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
-}
-
-const KUBECTL_HINT =
-  'kubectl with kustomize v5 (kubectl ≥ 1.27) renders deploy/; it ships with this project’s machine image (google-cloud-cli’s kubectl). Elsewhere install kubectl from the Kubernetes release you run.';
-
-function kubectlKustomize(path: string): KubeObject[] {
-  const out = spawnSync('kubectl', ['kustomize', path], { encoding: 'utf8' });
-  if (out.error) throw new Error(`kubectl is not installed. ${KUBECTL_HINT}`);
-  assert.equal(out.status, 0, `kubectl kustomize ${path}: ${out.stderr}`);
-  return parseYaml(out.stdout, path);
 }
 
 const render = (dir: string) => kubectlKustomize(join(DEPLOY, dir));
@@ -330,7 +262,8 @@ describe('deploy/', () => {
 
     for (const entry of ['.', 'overlays/cert-manager', 'overlays/self-managed'])
       it(`on ${entry === '.' ? 'the default install' : entry} with every component: namespace, DNS names, CA injection, self-exclusion, RBAC subjects, scrape TLS name and both images`, async () => {
-        const components = ['pod-security-restricted', 'network-policy', 'monitoring'];
+        // network-policy is in every entry point already.
+        const components = ['pod-security-restricted', 'monitoring'];
         using dir = tempOverlay({
           resources: [join(DEPLOY, entry)],
           namespace: NAMESPACE,
@@ -446,81 +379,6 @@ describe('deploy/components: optional pieces an overlay adds', () => {
         for (const port of (c.ports ?? []) as { hostPort?: number }[])
           assert.equal(port.hostPort, undefined, `${name}: hostPort`);
       }
-    }
-  });
-
-  it('network-policy: in, only the webhook’s HTTPS port; out, only the Kubernetes API (GET /version, self-managed TLS)', async () => {
-    const components = ['network-policy'];
-    const egressPorts = [{ port: 443 }, { port: 6443 }];
-    for (const entry of ['.', 'overlays/self-managed']) {
-      using dir = overlay(entry, components);
-      const objects = kubectlKustomize(dir.path);
-      for (const object of objects) await validate(object, `${entry} + ${components.join(' + ')}`);
-      const policy = objects.find((o) => o.kind === 'NetworkPolicy')!;
-      assert.equal(policy.metadata.namespace, 'platform-secrets');
-      const spec = policy.spec as {
-        podSelector: { matchLabels: Record<string, string> };
-        policyTypes: string[];
-        ingress: { from?: unknown; ports: { protocol: string; port: number }[] }[];
-        egress: { ports: { protocol: string; port: number }[] }[];
-      };
-      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
-        template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
-      };
-      for (const [k, v] of Object.entries(spec.podSelector.matchLabels))
-        assert.equal(deployment.template.metadata.labels[k], v, 'selects the webhook’s pods');
-      assert.deepEqual([...spec.policyTypes].sort(), ['Egress', 'Ingress']);
-      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
-      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
-      assert.deepEqual(spec.ingress, [{ ports: [{ protocol: 'TCP', port: webhookPort }] }]);
-      assert.deepEqual(
-        spec.egress.flatMap((rule) => rule.ports.map((p) => ({ port: p.port }))),
-        egressPorts,
-      );
-    }
-  });
-
-  it('network-policy’s knob: the documented patch lets only the control plane’s CIDRs reach the webhook’s port, egress unchanged', async () => {
-    // The patch a platform team copies (the component's kustomization says where it is).
-    const patchFile = join(ROOT, 'docs/install/example-overlay/webhook-ingress.yaml');
-    const [patch] = parseYaml(readFileSync(patchFile, 'utf8'), 'webhook-ingress.yaml');
-    await validate(patch!, 'webhook-ingress.yaml');
-    const cidrs = (
-      patch!.spec as { ingress: { from: { ipBlock: { cidr: string } }[] }[] }
-    ).ingress[0]!.from.map((f) => f.ipBlock.cidr);
-    assert.ok(cidrs.length > 0 && cidrs.every((c) => /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(c)), 'CIDRs');
-    for (const entry of ['.', 'overlays/self-managed']) {
-      using dir = tempOverlay({
-        resources: [join(DEPLOY, entry)],
-        namespace: 'platform-secrets',
-        components: [join(DEPLOY, 'components/network-policy')],
-        patches: [{ path: 'webhook-ingress.yaml' }],
-        transformers: [join(DEPLOY, 'transformers')],
-      });
-      writeFileSync(join(dir.path, 'webhook-ingress.yaml'), readFileSync(patchFile));
-      const objects = kubectlKustomize(dir.path);
-      for (const object of objects) await validate(object, `${entry} + network-policy + its knob`);
-      const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
-      assert.equal(policies.length, 1, 'the patch changes the component’s policy, adds none');
-      const spec = policies[0]!.spec as {
-        ingress: { from: Record<string, unknown>[]; ports: { protocol: string; port: number }[] }[];
-        egress: { ports: { port: number }[] }[];
-      };
-      const deployment = objects.find((o) => o.kind === 'Deployment')!.spec as {
-        template: { spec: PodSpec };
-      };
-      const webhook = deployment.template.spec.containers.find((c) => c.name === 'webhook')!;
-      const webhookPort = (webhook.ports as { containerPort: number }[])[0]!.containerPort;
-      assert.deepEqual(spec.ingress, [
-        {
-          from: cidrs.map((cidr) => ({ ipBlock: { cidr } })),
-          ports: [{ protocol: 'TCP', port: webhookPort }],
-        },
-      ]);
-      assert.deepEqual(
-        spec.egress.flatMap((rule) => rule.ports.map((p) => p.port)),
-        [443, 6443],
-      );
     }
   });
 });
@@ -678,30 +536,3 @@ describe('deploy/components/monitoring: scrapes and alerts', () => {
     assert.equal(ran.status, 0, `promtool test rules: ${ran.stdout}${ran.stderr}`);
   });
 });
-
-/**
- * A kustomization in a fresh directory, removed on dispose. `resources`, `transformers` and
- * `components` are absolute paths here, made relative there (kustomize takes no absolute root).
- */
-function tempOverlay(
-  kustomization: Record<string, unknown> & {
-    resources: string[];
-    transformers: string[];
-    components?: string[];
-  },
-): { path: string; [Symbol.dispose](): void } {
-  const path = mkdtempSync(join(tmpdir(), 'secret-agent-overlay-'));
-  kustomization.resources = kustomization.resources.map((r) => relative(path, r));
-  kustomization.transformers = kustomization.transformers.map((r) => relative(path, r));
-  if (kustomization.components)
-    kustomization.components = kustomization.components.map((r) => relative(path, r));
-  writeFileSync(
-    join(path, 'kustomization.yaml'),
-    JSON.stringify({
-      apiVersion: 'kustomize.config.k8s.io/v1beta1',
-      kind: 'Kustomization',
-      ...kustomization,
-    }),
-  );
-  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
-}

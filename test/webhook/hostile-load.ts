@@ -4,8 +4,8 @@
  * test/image/webhook-hostile-load.test.ts runs it against the image under the Deployment's memory limit
  * and asserts on the figures. `node test/webhook/hostile-load.ts [BUNDLE [ROOT]]` runs it against a built
  * bundle (dist/webhook.js by default; ROOT's deploy/base gives NODE_OPTIONS, HOSTILE_NODE_OPTIONS
- * overrides it) and prints them: how the figures before the limits were measured, with a build of the
- * commit before them.
+ * overrides it, HOSTILE_KINDS picks kinds) and prints them: how the figures before the limits were
+ * measured, with a build of the commit before them.
  *
  * Every request is sent as the API server sends it and retried as it retries: client-go's REST client
  * retries an answer 429 (or 5xx) that carries Retry-After, after that many seconds, until the webhook's
@@ -30,7 +30,8 @@ export type HostileKind =
   | 'rotation-command-1MiB'
   | 'many-annotations'
   | 'deep-json'
-  | 'wide-json';
+  | 'wide-json'
+  | 'containers-9000';
 
 export const HOSTILE_KINDS: readonly HostileKind[] = [
   'template-1MiB',
@@ -39,6 +40,7 @@ export const HOSTILE_KINDS: readonly HostileKind[] = [
   'many-annotations',
   'deep-json',
   'wide-json',
+  'containers-9000',
 ];
 
 /** Text of `bytes` characters that differs with `seed`, so no two bodies share a cache entry. */
@@ -91,6 +93,21 @@ export function hostileBody(kind: HostileKind, n: number): Buffer {
         review({ ...pod, metadata: { ...pod.metadata, namespace } }, { namespace, uid }),
       );
       return Buffer.from(text.replace('"@"', `${'['.repeat(depth)}${']'.repeat(depth)}`));
+    }
+    case 'containers-9000': {
+      // The answer's amplification (issue 30): every container got a mount and an env var holding the
+      // mount path, so this 0.26 MB pod of 9,000 minimal containers was a 27 MB answer.
+      const containers = Array.from({ length: 9000 }, (_, i) => ({ name: `c${i}`, image: 'x' }));
+      return withPod(
+        basicPod(
+          {
+            'secret-agent.io/secret-db': 'aws:prod/db',
+            'secret-agent.io/aws-region': 'eu-west-1',
+            'secret-agent.io/mount-path': `/${'m'.repeat(1023)}`,
+          },
+          { containers },
+        ),
+      );
     }
     case 'wide-json': {
       // A field the webhook never reads, holding a million empty objects.
@@ -311,6 +328,9 @@ export interface HostileLoadFigures {
   readonly afterMiB: number;
   /** The webhook process was gone before the run ended (e.g. killed for want of memory). */
   readonly gone: boolean;
+  /** The kinds sent: the run's `kinds`. */
+  readonly kinds: readonly HostileKind[];
+  /** The answers to each kind sent; a kind not sent has none. */
   readonly hostile: Readonly<Record<HostileKind, readonly Answer[]>>;
   readonly ordinary: readonly Answer[];
 }
@@ -329,6 +349,8 @@ export interface HostileLoadOptions {
   readonly minOrdinary: number;
   /** The API server's deadline for an answer (timeoutSeconds). */
   readonly deadlineMs: number;
+  /** The kinds to send; HOSTILE_KINDS unless given. */
+  readonly kinds?: readonly HostileKind[];
 }
 
 /**
@@ -340,6 +362,7 @@ export async function runHostileLoad(
   options: HostileLoadOptions,
 ): Promise<HostileLoadFigures> {
   const { port, ca } = target;
+  const kinds = options.kinds ?? HOSTILE_KINDS;
   const hostileAgent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
   // The API server opens another connection rather than queue an admission behind a slow one.
   const ordinaryAgent = new Agent({ keepAlive: true });
@@ -354,10 +377,9 @@ export async function runHostileLoad(
   const ordinaryCalls: Promise<void>[] = [];
   const take = (): [HostileKind, number] | undefined => {
     const i = next;
-    if (i >= options.perKind * HOSTILE_KINDS.length && ordinaryCalls.length >= options.minOrdinary)
-      return undefined;
+    if (i >= options.perKind * kinds.length && ordinaryCalls.length >= options.minOrdinary) return undefined;
     next++;
-    return [HOSTILE_KINDS[i % HOSTILE_KINDS.length]!, Math.floor(i / HOSTILE_KINDS.length)];
+    return [kinds[i % kinds.length]!, Math.floor(i / kinds.length)];
   };
   let attacking = true;
   let gone = false;
@@ -408,6 +430,7 @@ export async function runHostileLoad(
     fileMiB: peak?.file ?? NaN,
     afterMiB: after?.rss ?? NaN,
     gone,
+    kinds,
     hostile,
     ordinary,
   };
@@ -430,7 +453,7 @@ export function summarize(figures: HostileLoadFigures): string {
   };
   return [
     `peak RSS ${figures.peakMiB.toFixed(0)} MiB (VmHWM), peak private ${figures.peakAnonymousMiB.toFixed(0)} MiB + ${figures.fileMiB.toFixed(0)} MiB of files, after ${figures.afterMiB.toFixed(0)} MiB${figures.gone ? '; the webhook was GONE before the end' : ''}`,
-    ...HOSTILE_KINDS.map((k) => `  ${k}: ${count(figures.hostile[k])}`),
+    ...figures.kinds.map((k) => `  ${k}: ${count(figures.hostile[k])}`),
     `  ordinary: ${count(figures.ordinary)}`,
   ].join('\n');
 }
@@ -446,6 +469,8 @@ if (import.meta.main) {
     ordinaryEveryMs: 100,
     minOrdinary: 50,
     deadlineMs: deployed.timeoutSeconds * 1000,
+    // A comma-separated subset of HOSTILE_KINDS, e.g. HOSTILE_KINDS=containers-9000.
+    ...(process.env.HOSTILE_KINDS ? { kinds: process.env.HOSTILE_KINDS.split(',') as HostileKind[] } : {}),
   });
   const stopped = await webhook.stop();
   console.log(

@@ -11,6 +11,7 @@ import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
 import { checkAnnotationLimits } from './annotation-limits.ts';
+import { boundRefusal, boundWarnings, patchSizeError } from './answer-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
 import { parseInjectionRequest } from '../parse/parse-injection-request.ts';
 import { forLog, redactMessages } from './redact.ts';
@@ -124,16 +125,21 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
     throw e;
   }
   const spec = decision.pod.spec;
+  const containers =
+    injection.containers ?? [...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name);
+  // Measured before base64 makes it a third larger: past its limit, the pod is refused instead.
+  const patchJson = JSON.stringify(renderPodPatch(decision.pod, injection, defaults));
+  const tooLarge = patchSizeError(Buffer.byteLength(patchJson), containers.length);
+  if (tooLarge) return denied([tooLarge], annotations);
   return {
     outcome: 'injected',
     request: injection,
-    fields: allowFields(renderPodPatch(decision.pod, injection, defaults), injection.warnings),
+    fields: allowFields(patchJson, boundWarnings(injection.warnings)),
     log: {
       outcome: 'injected',
       mode: injection.mode,
       files: injection.secrets.map((s) => s.file),
-      containers:
-        injection.containers ?? [...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name),
+      containers,
       ...(injection.warnings.length ? { warnings: injection.warnings.length } : {}),
     },
   };
@@ -159,7 +165,7 @@ function denied(
   return {
     outcome: 'denied',
     errors,
-    fields: denyFields(message),
+    fields: denyFields(boundRefusal(message)),
     log: {
       outcome: 'denied',
       annotations: [...new Set(shown.map((e) => e.field))],

@@ -1,6 +1,7 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { STATUS_ANNOTATION, STATUS_INJECTED } from '../../agent/contract/product-annotations.ts';
 import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
+import { containerCountError } from './answer-limits.ts';
 import type { AdmissionRequest } from './review.ts';
 import type { PodShape } from '../pod-shape.ts';
 
@@ -48,5 +49,8 @@ export function decide(request: Pick<AdmissionRequest, 'namespace' | 'pod'>, own
         'set it to "true" (or "false" to opt out)',
       ),
     };
+  // Counted before any annotation is parsed: the patch grows with each container (answer-limits.ts).
+  const tooMany = containerCountError(pod);
+  if (tooMany) return { action: 'deny', error: tooMany };
   return { action: 'inject', pod };
 }

@@ -3,7 +3,6 @@ import { BadReviewError } from './bad-review-error.ts';
 import { checkJsonShape } from './json-limits.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
-import type { PatchOperation } from '../patch.ts';
 import type { ContainerShape, PodShape, VolumeShape } from '../pod-shape.ts';
 
 /**
@@ -249,15 +248,15 @@ export interface AdmissionReviewResponse {
 /** An answer without the request's uid: what the admission cache keeps. */
 export type ReviewFields = Omit<AdmissionReviewResponse['response'], 'uid'>;
 
-/** `warnings` reach the user as `Warning:` lines from kubectl: allowed, but worth knowing. */
-export function allowFields(
-  patch?: readonly PatchOperation[],
-  warnings: readonly string[] = [],
-): ReviewFields {
+/**
+ * `patchJson` is JSON.stringify of the patch's operations (admission measures it first: answer-limits.ts).
+ * `warnings` reach the user as `Warning:` lines from kubectl: allowed, but worth knowing.
+ */
+export function allowFields(patchJson?: string, warnings: readonly string[] = []): ReviewFields {
   return {
     allowed: true,
-    ...(patch && patch.length > 0
-      ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }
+    ...(patchJson !== undefined && patchJson !== '[]'
+      ? { patchType: 'JSONPatch', patch: Buffer.from(patchJson).toString('base64') }
       : {}),
     ...(warnings.length > 0 ? { warnings } : {}),
   };
