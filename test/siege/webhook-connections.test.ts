@@ -146,7 +146,7 @@ describe(
       assert.ok(f.closedByWebhook > 0);
     });
 
-    it('(e) 40 slow readers that ask for an answer of 850 KiB and never read it', async (t) => {
+    it('(e) 40 slow readers that ask for an answer of 400 KiB and never read it', async (t) => {
       const f = await siege(t, '(e) slow readers', {
         attack: { kind: 'slow-reader' },
         connections: 40,

@@ -27,7 +27,7 @@ export type ConnectionAttack =
   | { readonly kind: 'idle-tcp' }
   /** Declare a body of `declared` bytes, send `first` of them at once, then a byte every `everyMs`. */
   | { readonly kind: 'drip'; readonly declared: number; readonly first: number; readonly everyMs: number }
-  /** Ask for an answer of most of 1 MiB, and never read it. */
+  /** Ask for as large an answer as a pod can get (about 400 KiB), and never read it. */
   | { readonly kind: 'slow-reader' };
 
 export interface ConnectionAttackOptions {
@@ -65,15 +65,18 @@ export interface ConnectionAttackFigures {
 export const attackerAddress = (n: number): string => `127.0.0.${2 + n}`;
 
 /**
- * A pod whose admission answer is about 850 KiB (its patch mounts the files into 2,000 containers),
- * under the 1 MiB an answer may be; every n different, so no cache answers it.
+ * A pod whose admission answer is about 400 KiB, as large as the answer limits let a pod make it (450
+ * files, 64 containers, a long mount path); every n different, so no cache answers it.
  */
 export function bigAnswerBody(n: number): Buffer {
-  const annotations: Record<string, string> = { 'secret-agent.io/aws-region': 'eu-west-1' };
-  for (let i = 0; i < 200; i++)
-    annotations[`secret-agent.io/secret-f${i}`] = `aws:prod/${'x'.repeat(400)}-${n}-${i}`;
+  const annotations: Record<string, string> = {
+    'secret-agent.io/aws-region': 'eu-west-1',
+    'secret-agent.io/mount-path': `/${'p'.repeat(200)}`,
+  };
+  for (let i = 0; i < 450; i++)
+    annotations[`secret-agent.io/secret-f${i}`] = `aws:prod/${'x'.repeat(500)}-${n}-${i}`;
   const pod = basicPod(annotations, {
-    containers: Array.from({ length: 2000 }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })),
+    containers: Array.from({ length: 64 }, (_, i) => ({ name: `app-${i}`, image: 'nginx:1.27' })),
   });
   return Buffer.from(
     JSON.stringify(review(pod, { uid: `00000000-0000-4000-a000-${String(n).padStart(12, '0')}` })),
