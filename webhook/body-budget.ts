@@ -1,66 +1,87 @@
+import { MAX_CONNECTIONS } from './connection-limits.ts';
+
 /**
- * How many request bytes the server holds at once, and what it does past that: answer 429 with
- * Retry-After before reading a body, which the API server's client retries after that many seconds
- * (within the webhook's timeoutSeconds). Admission itself is synchronous, so only one request is
- * parsed and rendered at a time; what piles up under load is bodies being received and answers being
- * sent. A body is counted from its first byte until its answer is sent (or the connection closes).
+ * How many request and answer bytes the server holds at once, and what it does past that: answer 429
+ * with Retry-After, which the API server's client retries after that many seconds (within the
+ * webhook's timeoutSeconds). Admission itself is synchronous, so only one request is parsed and
+ * rendered at a time; what piles up is bodies being received and answers being sent.
  *
- * Large bodies get a small pool of their own, so a few of them cannot crowd out the ordinary pods,
- * whose bodies are a few KiB.
+ * Bytes are counted as they arrive, never reserved from a declared Content-Length: a client that
+ * declares a large body and sends a byte now and then holds a few bytes, not the budget. A request's
+ * first SLOT_BYTES come from a pool sized for every connection the webhook holds, so no one can use it
+ * up: an ordinary pod (2 to 20 KiB) and its answer are always taken, whatever large or slow bodies hold.
+ * Bytes past a request's slot share a pool for large bodies, of which one source may hold half. Its
+ * answer takes the body's place once the body is parsed, until the answer is sent (or the connection
+ * closes).
  */
 
 /** The API server sends at most about 3 MiB (its own request limit); anything larger is not from it. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
-/** A body larger than this is large: ordinary pods are 2 to 20 KiB, a pod with a long env maybe 100. */
-export const LARGE_BODY_BYTES = 128 * 1024;
+/** A request's first bytes, body then answer: an ordinary pod whole, and its patch. */
+export const SLOT_BYTES = 32 * 1024;
 
-/** Large bodies in flight together: two of the largest the API server sends. */
+/** Every connection's slot at once: a pool no set of requests can use up. */
+export const MAX_SLOT_BYTES = MAX_CONNECTIONS * SLOT_BYTES;
+
+/** Bytes past their request's slot, all requests together: two of the largest bodies the API server sends. */
 export const MAX_LARGE_IN_FLIGHT_BYTES = 2 * MAX_BODY_BYTES;
 
-/** Other bodies in flight together: over a thousand ordinary pods, 128 of the largest small ones. */
-export const MAX_SMALL_IN_FLIGHT_BYTES = 16 * 1024 * 1024;
+/** Of those, what requests from one source address may hold: one pod cannot take them all. */
+export const MAX_LARGE_PER_SOURCE_BYTES = MAX_LARGE_IN_FLIGHT_BYTES / 2;
 
 /** Seconds the API server is told to wait before it sends a shed request again. */
 export const RETRY_AFTER_SECONDS = 1;
 
-/** A body's bytes, counted until release() (idempotent). */
-export interface BodyReservation {
-  readonly large: boolean;
+/** The bytes one request holds: its body as it arrives, then its answer until it is sent. */
+export interface HeldBytes {
+  /** Counts `bytes` more; false, counting nothing, when they do not fit. */
+  add(bytes: number): boolean;
+  /** Counts `bytes` in place of all counted so far; false, counting nothing, when they do not fit. */
+  replace(bytes: number): boolean;
+  /** Counts nothing any more (idempotent). */
   release(): void;
 }
 
 export class BodyBudget {
-  #small = 0;
+  #slots = 0;
   #large = 0;
+  readonly #largeBySource = new Map<string, number>();
 
-  /** Bytes of bodies in flight, by pool. */
-  get inFlight(): { readonly small: number; readonly large: number } {
-    return { small: this.#small, large: this.#large };
+  /** Bytes in flight, by pool. */
+  get inFlight(): { readonly slots: number; readonly large: number } {
+    return { slots: this.#slots, large: this.#large };
   }
 
-  /**
-   * Counts a body of `bytes` (its Content-Length; a body without one may be as large as
-   * MAX_BODY_BYTES), or undefined when its pool is full.
-   */
-  reserve(bytes: number): BodyReservation | undefined {
-    const large = bytes > LARGE_BODY_BYTES;
-    if (
-      large
-        ? this.#large + bytes > MAX_LARGE_IN_FLIGHT_BYTES
-        : this.#small + bytes > MAX_SMALL_IN_FLIGHT_BYTES
-    )
-      return undefined;
-    if (large) this.#large += bytes;
-    else this.#small += bytes;
-    let held = true;
+  /** Starts counting a request from `source` (its peer's address), at 0 bytes. */
+  open(source: string): HeldBytes {
+    let held = 0;
+    let open = true;
+    /** Moves this request's count to `total`, or changes nothing and answers false. */
+    const set = (total: number): boolean => {
+      if (!open) return false;
+      const slot = Math.min(total, SLOT_BYTES) - Math.min(held, SLOT_BYTES);
+      const large = Math.max(0, total - SLOT_BYTES) - Math.max(0, held - SLOT_BYTES);
+      const ofSource = this.#largeBySource.get(source) ?? 0;
+      if (slot > 0 && this.#slots + slot > MAX_SLOT_BYTES) return false;
+      if (
+        large > 0 &&
+        (this.#large + large > MAX_LARGE_IN_FLIGHT_BYTES || ofSource + large > MAX_LARGE_PER_SOURCE_BYTES)
+      )
+        return false;
+      this.#slots += slot;
+      this.#large += large;
+      if (ofSource + large > 0) this.#largeBySource.set(source, ofSource + large);
+      else this.#largeBySource.delete(source);
+      held = total;
+      return true;
+    };
     return {
-      large,
+      add: (bytes) => set(held + bytes),
+      replace: (bytes) => set(bytes),
       release: () => {
-        if (!held) return;
-        held = false;
-        if (large) this.#large -= bytes;
-        else this.#small -= bytes;
+        set(0);
+        open = false;
       },
     };
   }

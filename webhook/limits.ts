@@ -16,12 +16,23 @@ import {
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
 import { PREFIX } from './annotations/annotation.ts';
 import {
-  LARGE_BODY_BYTES,
   MAX_BODY_BYTES,
   MAX_LARGE_IN_FLIGHT_BYTES,
-  MAX_SMALL_IN_FLIGHT_BYTES,
+  MAX_LARGE_PER_SOURCE_BYTES,
+  MAX_SLOT_BYTES,
   RETRY_AFTER_SECONDS,
+  SLOT_BYTES,
 } from './body-budget.ts';
+import {
+  ANSWER_DEADLINE_MS,
+  CONNECTION_BYTES,
+  FIRST_REQUEST_MS,
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  MAX_CONNECTIONS,
+  MAX_CONNECTIONS_PER_SOURCE,
+  REQUEST_TIMEOUT_MS,
+} from './connection-limits.ts';
 
 /**
  * What one request, one pod and the caches may cost the webhook, declared once as data for the docs
@@ -42,6 +53,35 @@ function size(bytes: number): string {
 
 const REFUSED = 'the pod is refused, naming the annotation and the limit';
 
+const MiB = 1024 * 1024;
+
+/**
+ * The webhook's resident memory at worst, under any mix of what a tenant can send: every term is held
+ * at its limit at once. The first and last are measured (with the bundle and the Deployment's
+ * NODE_OPTIONS; test/siege/webhook-connections.test.ts checks the first), the rest are the limits
+ * below. It stays under three quarters of the Deployment's 256Mi: the cgroup is charged for kernel
+ * socket buffers and page cache besides.
+ */
+export const WORST_CASE_MEMORY: readonly { readonly what: string; readonly mib: number }[] = [
+  { what: 'Node, started and warmed up (24 MiB private, 52 MiB of its binary and code)', mib: 76 },
+  {
+    what: `${MAX_CONNECTIONS} connections × ${size(CONNECTION_BYTES)}`,
+    mib: (MAX_CONNECTIONS * CONNECTION_BYTES) / MiB,
+  },
+  { what: 'every request’s first bytes', mib: MAX_SLOT_BYTES / MiB },
+  { what: 'bytes past them', mib: MAX_LARGE_IN_FLIGHT_BYTES / MiB },
+  { what: 'the admission cache', mib: MAX_CACHE_BYTES / MiB },
+  {
+    // One admission of a 2.5 MiB template or a 3 MiB body of JSON peaks 24 MiB over the rest; eight
+    // hostile bodies at once leave up to 64 MiB of garbage before V8 collects it.
+    what: 'one admission at a time, and the garbage of those before it until V8 collects',
+    mib: 64,
+  },
+];
+
+/** WORST_CASE_MEMORY summed, MiB. */
+export const WORST_CASE_MIB = WORST_CASE_MEMORY.reduce((sum, term) => sum + term.mib, 0);
+
 export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'A request body',
@@ -50,16 +90,40 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     why: 'The API server sends no more (its own request limit).',
   },
   {
-    what: `Request bodies in flight, over ${size(LARGE_BODY_BYTES)} each`,
-    limit: `${size(MAX_LARGE_IN_FLIGHT_BYTES)} together`,
-    past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\`, before the body is read; the API server retries within \`timeoutSeconds\``,
-    why: 'Ordinary pods are a few KiB: a few large bodies cannot crowd them out. A body counts until its answer is sent.',
+    what: 'Connections held at once',
+    limit: String(MAX_CONNECTIONS),
+    past: 'the oldest that has sent no request is closed for the newcomer, else the oldest idle one; when every one is busy with a request, the newcomer',
+    why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
   },
   {
-    what: 'Other request bodies in flight',
-    limit: `${size(MAX_SMALL_IN_FLIGHT_BYTES)} together`,
-    past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\``,
-    why: 'Over a thousand ordinary pods at once; what is parsed is parsed one at a time.',
+    what: 'Connections held at once from one address',
+    limit: String(MAX_CONNECTIONS_PER_SOURCE),
+    past: 'that address’s oldest connection idle between requests is closed for the newcomer; when there is none, the newcomer, before any TLS handshake',
+    why: 'One pod cannot take the rest. Behind Konnectivity all API server calls come from one or a few addresses: only its calls in progress count against this.',
+  },
+  {
+    what: 'From a connection’s TCP accept to its first request’s headers, TLS handshake included',
+    limit: `${FIRST_REQUEST_MS / 1000} s`,
+    past: 'the connection is closed',
+    why: 'The API server sends its call as soon as TLS is up, and gives up after `timeoutSeconds` (5 s).',
+  },
+  {
+    what: 'A later request’s headers; a whole request; from its headers until its answer is sent; an idle keep-alive connection',
+    limit: `${HEADERS_TIMEOUT_MS / 1000} s; ${REQUEST_TIMEOUT_MS / 1000} s; ${ANSWER_DEADLINE_MS / 1000} s; ${KEEP_ALIVE_TIMEOUT_MS / 1000} s`,
+    past: 'the connection is closed (HTTP 408 for a request still arriving)',
+    why: 'A slow sender, or a reader that never reads its answer, holds its bytes no longer than this.',
+  },
+  {
+    what: 'A request’s first bytes, its body’s then its answer’s',
+    limit: `${size(SLOT_BYTES)}, from a pool of ${size(MAX_SLOT_BYTES)}: one for each connection held`,
+    past: 'the rest are counted below',
+    why: 'Bytes are counted as they arrive, never from a declared length. No one can use this pool up: an ordinary pod (2 to 20 KiB) and its answer always get in, whatever slow or large bodies hold.',
+  },
+  {
+    what: 'Request and answer bytes past their request’s first ones, all in flight together',
+    limit: `${size(MAX_LARGE_IN_FLIGHT_BYTES)}; ${size(MAX_LARGE_PER_SOURCE_BYTES)} from one address`,
+    past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\` (the rest of a body is dropped as it arrives); the API server retries within \`timeoutSeconds\``,
+    why: 'Two of the largest bodies the API server sends. A body counts until parsed, its answer until sent.',
   },
   {
     what: 'JSON nesting of a body',
@@ -150,5 +214,11 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: `${ACCEPTED_ENV_LIMIT.toLocaleString('en')} SHA-256 digests`,
     past: 'the least recently used is dropped',
     why: 'A rollout’s replicas render the same env: it is parsed once.',
+  },
+  {
+    what: 'The webhook’s resident memory, all of the above at once',
+    limit: `${WORST_CASE_MIB} MiB at most`,
+    past: 'the Deployment’s limit is 256Mi',
+    why: `${WORST_CASE_MEMORY.map((t) => `${t.mib} MiB ${t.what}`).join(' + ')}.`,
   },
 ];

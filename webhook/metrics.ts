@@ -11,6 +11,7 @@ export interface WebhookMetrics {
   readonly certificateExpiry: Gauge;
   readonly nativeSidecars: Gauge<'source'>;
   readonly admissionCache: Counter<'result'>;
+  readonly connectionsClosed: Counter<'reason'>;
 }
 
 /** One registry per server, so tests and several servers in one process do not share counters. */
@@ -21,7 +22,7 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
     registry,
     requests: new Counter({
       name: 'secret_agent_webhook_admission_requests_total',
-      help: 'Admission requests by outcome: injected, skipped (not ours), denied (bad annotations), invalid (not an AdmissionReview), shed (answered 429 before its body was read: request bodies in flight were at their limit; the API server retries), error.',
+      help: 'Admission requests by outcome: injected, skipped (not ours), denied (bad annotations), invalid (not an AdmissionReview), shed (answered 429 with Retry-After: the bytes of requests and answers in flight were at their limit; the API server retries), error.',
       labelNames: ['outcome'],
       registers: [registry],
     }),
@@ -53,6 +54,12 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
       name: 'secret_agent_webhook_admission_cache_lookups_total',
       help: 'Pod admissions looked up in the admission cache (ADMISSION_CACHE_SIZE), by result: hit (the decision made for an identical pod, e.g. another replica, was reused), miss (decided and rendered).',
       labelNames: ['result'],
+      registers: [registry],
+    }),
+    connectionsClosed: new Counter({
+      name: 'secret_agent_webhook_connections_closed_total',
+      help: 'Connections the webhook closed to stay within its connection limits, by reason: per-source (one address held as many as it may: its oldest one idle between requests, else the newcomer), full (as many in all: the oldest idle one, or the newcomer), no-request (no complete request within the first-request deadline). Growth while the API server is the only caller means a pod is opening connections to the webhook.',
+      labelNames: ['reason'],
       registers: [registry],
     }),
   };

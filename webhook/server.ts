@@ -2,11 +2,22 @@ import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
+import { ConnectionGuard } from '../agent/serve/connection-guard.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
 import { BadReviewError } from './admission/bad-review-error.ts';
-import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS } from './body-budget.ts';
+import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS, type HeldBytes } from './body-budget.ts';
 import type { InjectionDefaults } from './config/injection-defaults.ts';
+import {
+  ANSWER_DEADLINE_MS,
+  FIRST_REQUEST_MS,
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  MAX_CONNECTIONS,
+  MAX_CONNECTIONS_PER_SOURCE,
+  REQUEST_TIMEOUT_MS,
+} from './connection-limits.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
+import { RefusalLog } from './refusal-log.ts';
 
 export interface WebhookServerOptions {
   readonly tls: SecureContextOptions;
@@ -33,14 +44,37 @@ class HttpError extends Error {
   }
 }
 
+const SHED_MESSAGE = `the webhook holds as many request bodies as it may; retry in ${RETRY_AFTER_SECONDS} s`;
+
 /**
  * The HTTPS server: POST /mutate, GET /healthz, /readyz, /metrics. Certificates are swapped with
  * server.setSecureContext(), which affects new connections only, so in-flight requests finish.
+ * What connections it holds and for how long is bounded (webhook/connection-limits.ts), and so are
+ * the bytes of requests and answers in flight (webhook/body-budget.ts): see docs/webhook.md#limits.
  */
 export function createWebhookServer(options: WebhookServerOptions): Server {
   const { metrics, log } = options;
   const budget = new BodyBudget();
-  const server = createServer({ ...options.tls, minVersion: 'TLSv1.2' }, (req, res) => {
+  const server = createServer(
+    {
+      ...options.tls,
+      minVersion: 'TLSv1.2',
+      // A handshake that never finishes; the guard's first-request deadline closes it too.
+      handshakeTimeout: FIRST_REQUEST_MS,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      requestTimeout: REQUEST_TIMEOUT_MS,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      // How often the two timeouts above are checked: Node's 30 s default would let them run 4 times over.
+      connectionsCheckingInterval: 1_000,
+    },
+    (req, res) => {
+      // A client that does not read its answer holds it no longer than this.
+      const deadline = setTimeout(() => res.destroy(), ANSWER_DEADLINE_MS);
+      res.once('close', () => clearTimeout(deadline));
+      serve(req, res);
+    },
+  );
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     const started = process.hrtime.bigint();
     const finish = (outcome: RequestOutcome) => {
       metrics.requests.inc({ outcome });
@@ -53,10 +87,20 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       if (!res.headersSent) send(res, 500, { error: 'internal error' });
       finish('error');
     });
-  });
-  server.keepAliveTimeout = 30_000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 15_000;
+  };
+  const refusals = new RefusalLog(log);
+  new ConnectionGuard(
+    {
+      maxConnections: MAX_CONNECTIONS,
+      maxPerSource: MAX_CONNECTIONS_PER_SOURCE,
+      firstRequestMs: FIRST_REQUEST_MS,
+      replaceIdle: true,
+    },
+    (reason, source) => {
+      metrics.connectionsClosed.inc({ reason });
+      refusals.note(reason, source);
+    },
+  ).attach(server);
   server.on('tlsClientError', (err) =>
     log.debug({ code: (err as NodeJS.ErrnoException).code }, 'TLS handshake failed'),
   );
@@ -76,8 +120,12 @@ async function route(
     const ready = options.isReady?.() ?? true;
     return sendText(res, ready ? 200 : 503, ready ? 'ready\n' : 'not ready\n');
   }
+  // Every answer below counts until it is sent, a request's body before it.
+  const bytes = budget.open(req.socket.remoteAddress ?? 'gone');
+  res.once('close', bytes.release);
   if (path === '/metrics') {
     const body = await options.metrics.registry.metrics();
+    if (!bytes.replace(Buffer.byteLength(body))) return shed(res, options, finish, 'answer');
     res.writeHead(200, { 'content-type': options.metrics.registry.contentType });
     res.end(body);
     return;
@@ -94,17 +142,11 @@ async function route(
       req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     if (declared !== undefined && !(declared <= MAX_BODY_BYTES))
       throw new HttpError(413, `the body is over ${MAX_BODY_BYTES} bytes`);
-    // Counted until the answer is sent; a body without a length may be as large as any.
-    const reservation = budget.reserve(declared ?? MAX_BODY_BYTES);
-    if (!reservation)
-      throw new HttpError(
-        429,
-        `the webhook holds as many request bodies as it may; retry in ${RETRY_AFTER_SECONDS} s`,
-      );
-    res.once('close', reservation.release);
-    const body = await readBody(req, MAX_BODY_BYTES);
+    const body = await readBody(req, MAX_BODY_BYTES, bytes);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
+    // The body is parsed: its answer takes its place until sent.
+    if (!bytes.replace(Buffer.byteLength(text))) return shed(res, options, finish, 'answer');
     sendJson(res, 200, text);
     // One line per decision, so "why was my pod (not) injected" is answered from the log alone;
     // after the answer, which need not wait for it. `log` holds names only: annotation values
@@ -121,15 +163,13 @@ async function route(
     finish(outcome);
   } catch (e) {
     if (e instanceof HttpError && e.status === 429) {
-      // The API server retries after Retry-After; the unread body is discarded as it arrives.
-      res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
-      send(res, 429, { error: e.message });
-      options.log.warn(
-        { outcome: 'shed', status: 429, declared: req.headers['content-length'] ?? 'none' },
-        'request shed: request bodies in flight are at their limit, the API server retries it',
-      );
-      finish('shed');
-      return;
+      // Its rest is dropped as it arrives, but no longer than a request may take: Node's request
+      // timeout ends with the answer, and a sender dripping a byte a second would keep the connection.
+      const cut = setTimeout(() => req.socket.destroy(), REQUEST_TIMEOUT_MS);
+      cut.unref();
+      req.once('end', () => clearTimeout(cut));
+      req.socket.once('close', () => clearTimeout(cut));
+      return shed(res, options, finish, 'body');
     }
     if (e instanceof BadReviewError || e instanceof HttpError) {
       const status = e instanceof HttpError ? e.status : 400;
@@ -148,16 +188,44 @@ async function route(
   }
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
+/** Answers 429 with Retry-After, which the API server retries; `at` says what did not fit. */
+function shed(
+  res: ServerResponse,
+  options: WebhookServerOptions,
+  finish: (outcome: RequestOutcome) => void,
+  at: 'body' | 'answer',
+): void {
+  res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
+  send(res, 429, { error: SHED_MESSAGE });
+  options.log.warn(
+    { outcome: 'shed', status: 429, at },
+    'request shed: the bytes of requests and answers in flight are at their limit, the API server retries it',
+  );
+  finish('shed');
+}
+
+/** The body, each chunk counted in `bytes` as it arrives: 429 when one does not fit, 413 past `limit`. */
+function readBody(req: IncomingMessage, limit: number, bytes: HeldBytes): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
+      const refused =
+        size > limit
+          ? new HttpError(413, `the body is over ${limit} bytes`)
+          : !bytes.add(chunk.length)
+            ? new HttpError(429, SHED_MESSAGE)
+            : undefined;
+      if (refused) {
         req.off('data', onData);
-        req.pause();
-        reject(new HttpError(413, `the body is over ${limit} bytes`));
+        chunks.length = 0;
+        bytes.replace(0);
+        // Past the limit the connection is closed with the answer; a shed body's rest is read and
+        // dropped as it arrives (within the request timeout), so the 429 reaches a client still sending.
+        if (refused.status === 413) req.pause();
+        else req.resume();
+        reject(refused);
         return;
       }
       chunks.push(chunk);

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server, Socket } from 'node:net';
 
 /**
@@ -13,6 +13,15 @@ export interface ConnectionLimits {
   readonly maxPerSource: number;
   /** How long a connection may stay open before its first request's headers are complete. */
   readonly firstRequestMs: number;
+  /**
+   * At a cap, close a connection idle between keep-alive requests to make room rather than refuse the
+   * newcomer: at the per-source cap that source's oldest such, when full (and none has sent no request
+   * yet) the oldest such of any source. For a port the API server calls: its keep-alive pool may hold
+   * more idle connections than the per-source cap (all of it from one address behind Konnectivity),
+   * and its next call must get in. A source's connections that never sent a request still block its
+   * own newcomers: refused at accept, before a TLS handshake is spent on them. Off by default.
+   */
+  readonly replaceIdle?: boolean;
 }
 
 /** Why the guard closed a connection: the `reason` a caller counts. */
@@ -23,6 +32,8 @@ interface Held {
   readonly source: string;
   /** Until its first request's headers are complete: the first to go when the server is full. */
   fresh: boolean;
+  /** Requests whose answer is not done yet: with none, the connection is idle. */
+  busy: number;
   timer?: NodeJS.Timeout;
 }
 
@@ -38,12 +49,16 @@ interface Held {
  */
 export class ConnectionGuard {
   readonly #limits: ConnectionLimits;
-  readonly #onRefuse: (reason: ConnectionRefusal) => void;
+  readonly #onRefuse: (reason: ConnectionRefusal, source: string) => void;
   /** By `address port`, oldest first (a Map keeps insertion order). */
   readonly #held = new Map<string, Held>();
   readonly #perSource = new Map<string, number>();
 
-  constructor(limits: ConnectionLimits, onRefuse: (reason: ConnectionRefusal) => void = () => {}) {
+  /** `onRefuse` gets the reason and the peer's address of each connection closed. */
+  constructor(
+    limits: ConnectionLimits,
+    onRefuse: (reason: ConnectionRefusal, source: string) => void = () => {},
+  ) {
     this.#limits = limits;
     this.#onRefuse = onRefuse;
   }
@@ -56,7 +71,7 @@ export class ConnectionGuard {
   /** Watches `server`'s connections; `request` events mark a connection as having sent one. */
   attach(server: Server): this {
     server.on('connection', (socket: Socket) => this.#accept(socket));
-    server.on('request', (req: IncomingMessage) => this.#requested(req.socket));
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.#requested(req.socket, res));
     return this;
   }
 
@@ -66,15 +81,17 @@ export class ConnectionGuard {
     // placeholder made all of them one source, refused as such, whose count leaked when they collided.
     if (source === undefined) return void socket.destroy();
     const key = `${source} ${socket.remotePort}`;
-    if ((this.#perSource.get(source) ?? 0) >= this.#limits.maxPerSource)
-      return this.#refuse(socket, 'per-source');
-    if (this.#held.size >= this.#limits.maxConnections) {
-      const idle = this.#oldestFresh();
-      if (idle === undefined) return this.#refuse(socket, 'full');
-      this.#refuse(idle.socket, 'full');
-      this.#release(`${idle.source} ${idle.socket.remotePort}`, idle);
+    if ((this.#perSource.get(source) ?? 0) >= this.#limits.maxPerSource) {
+      const own = this.#limits.replaceIdle ? this.#oldestIdle(source) : undefined;
+      if (own === undefined) return this.#refuse(socket, 'per-source');
+      this.#evict(own, 'per-source');
     }
-    const held: Held = { socket, source, fresh: true };
+    if (this.#held.size >= this.#limits.maxConnections) {
+      const idle = this.#oldestFresh() ?? (this.#limits.replaceIdle ? this.#oldestIdle() : undefined);
+      if (idle === undefined) return this.#refuse(socket, 'full');
+      this.#evict(idle, 'full');
+    }
+    const held: Held = { socket, source, fresh: true, busy: 0 };
     held.timer = setTimeout(() => {
       if (held.fresh) this.#refuse(socket, 'no-request');
     }, this.#limits.firstRequestMs);
@@ -84,9 +101,13 @@ export class ConnectionGuard {
     socket.once('close', () => this.#release(key, held));
   }
 
-  #requested(socket: Socket): void {
+  #requested(socket: Socket, res: ServerResponse): void {
     const held = this.#held.get(`${socket.remoteAddress ?? 'unknown'} ${socket.remotePort}`);
-    if (held === undefined || !held.fresh) return;
+    if (held === undefined) return;
+    held.busy++;
+    // 'close' comes once per response, whether it was sent in full or cut off.
+    res.once('close', () => held.busy--);
+    if (!held.fresh) return;
     held.fresh = false;
     clearTimeout(held.timer);
   }
@@ -96,8 +117,20 @@ export class ConnectionGuard {
     return undefined;
   }
 
+  /** The oldest connection (of `source`, if given) between keep-alive requests. */
+  #oldestIdle(source?: string): Held | undefined {
+    for (const held of this.#held.values())
+      if ((source === undefined || held.source === source) && !held.fresh && held.busy === 0) return held;
+    return undefined;
+  }
+
+  #evict(held: Held, reason: ConnectionRefusal): void {
+    this.#refuse(held.socket, reason);
+    this.#release(`${held.source} ${held.socket.remotePort}`, held);
+  }
+
   #refuse(socket: Socket, reason: ConnectionRefusal): void {
-    this.#onRefuse(reason);
+    this.#onRefuse(reason, socket.remoteAddress ?? 'gone');
     // No goodbye: a TLS alert or HTTP answer would cost what the cap saves.
     socket.destroy();
   }

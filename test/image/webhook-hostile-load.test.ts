@@ -15,6 +15,12 @@ import {
   type HostileKind,
   type HostileLoadFigures,
 } from '../webhook/hostile-load.ts';
+import {
+  describeAttack,
+  runConnectionAttack,
+  served,
+  type ConnectionAttackOptions,
+} from '../webhook/connection-attacks.ts';
 import { certDir, makeServingPair } from '../webhook/tls-certs.ts';
 import { builtImages } from './podman.ts';
 import { startWebhookImage } from './webhook-image.ts';
@@ -164,6 +170,63 @@ describe('the webhook image under its Deployment’s memory limit, while a tenan
       for (const answer of answers.filter((a) => a.retried > 0))
         assert.equal(answer.retryAfter, '1', `${kind}: shed with Retry-After: 1`);
     }
+  });
+
+  it('holds under a tenant’s connections: idle TLS, TCP without TLS, dripped bodies, many addresses, unread answers', async (t) => {
+    const { podman } = builtImages();
+    const deployed = deployedWebhook();
+    const pair = await makeServingPair();
+    using tls = certDir();
+    tls.write(pair);
+    const { port, container } = await startWebhookImage(
+      { NODE_OPTIONS: deployed.nodeOptions, NATIVE_SIDECARS: 'true' },
+      pair,
+      tls.dir,
+      { memory: `${deployed.memoryLimitMiB}m` },
+    );
+    // The attacks of test/siege/webhook-connections.test.ts, one after another on one container under
+    // its memory limit: its peak is the worst of them.
+    const attacks: [string, Omit<ConnectionAttackOptions, 'ordinaryEveryMs' | 'deadlineMs'>][] = [
+      ['idle TLS', { attack: { kind: 'idle-tls' }, connections: 4000, sources: 1, durationMs: 8000 }],
+      ['idle TCP', { attack: { kind: 'idle-tcp' }, connections: 4000, sources: 1, durationMs: 8000 }],
+      [
+        'drip 3 MiB',
+        {
+          attack: { kind: 'drip', declared: 3 * 1024 * 1024, first: 200 * 1024, everyMs: 1000 },
+          connections: 200,
+          sources: 10,
+          durationMs: 8000,
+        },
+      ],
+      ['many sources', { attack: { kind: 'idle-tls' }, connections: 39 * 64, sources: 39, durationMs: 8000 }],
+      ['slow readers', { attack: { kind: 'slow-reader' }, connections: 40, sources: 4, durationMs: 8000 }],
+    ];
+    const reports: string[] = [];
+    let peakMiB = 0;
+    try {
+      const pid = Number(podman.run(['inspect', '--format', '{{.State.Pid}}', container.name]).stdout.trim());
+      assert.ok(pid > 0, 'podman names the webhook’s process');
+      for (const [name, options] of attacks) {
+        const figures = await runConnectionAttack(
+          { port, ca: pair.ca, pid, gone: container.exited },
+          { ...options, ordinaryEveryMs: 100, deadlineMs: deployed.timeoutSeconds * 1000 },
+        );
+        const report = describeAttack(name, figures);
+        reports.push(report);
+        t.diagnostic(report);
+        assert.equal(figures.gone, false, `the webhook died:\n${report}\n${container.output().stderr}`);
+        peakMiB = Math.max(peakMiB, figures.peakMiB);
+        assert.ok(figures.ordinary.length >= 40, report);
+        assert.ok(served(figures.ordinary) >= figures.ordinary.length * 0.95, report);
+      }
+    } finally {
+      await container.kill('SIGKILL');
+      await container.exited.catch(() => undefined);
+    }
+    assert.ok(
+      peakMiB < deployed.memoryLimitMiB * CEILING_SHARE,
+      `peak RSS reached ${deployed.memoryLimitMiB * CEILING_SHARE} MiB:\n${reports.join('\n')}`,
+    );
   });
 
   it('warns at start when nothing caps V8’s heap below the container’s limit, and not with the Deployment’s NODE_OPTIONS', async () => {

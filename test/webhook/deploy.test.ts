@@ -8,7 +8,7 @@ import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/injected-names.ts';
 import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
-import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SMALL_IN_FLIGHT_BYTES } from '../../webhook/body-budget.ts';
+import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SLOT_BYTES } from '../../webhook/body-budget.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
 import { deployedWebhook } from './deployed-webhook.ts';
@@ -99,8 +99,7 @@ describe('deploy/', () => {
     assert.ok(semiSpace && Number(semiSpace[1]) <= 8, 'the young generation is capped');
     const heap = Number(oldSpace[1]) + 3 * Number(semiSpace[1]);
     assert.ok(
-      heap + MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20 + MAX_SMALL_IN_FLIGHT_BYTES / 2 ** 20 <
-        deployed.memoryLimitMiB * 0.75,
+      heap + MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20 + MAX_SLOT_BYTES / 2 ** 20 < deployed.memoryLimitMiB * 0.75,
     );
   });
 

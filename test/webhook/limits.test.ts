@@ -15,11 +15,16 @@ import { BadReviewError } from '../../webhook/admission/bad-review-error.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
   BodyBudget,
-  LARGE_BODY_BYTES,
   MAX_BODY_BYTES,
   MAX_LARGE_IN_FLIGHT_BYTES,
-  MAX_SMALL_IN_FLIGHT_BYTES,
+  MAX_LARGE_PER_SOURCE_BYTES,
+  MAX_SLOT_BYTES,
+  SLOT_BYTES,
 } from '../../webhook/body-budget.ts';
+import { MAX_CACHE_BYTES } from '../../webhook/admission/admission-cache.ts';
+import { CONNECTION_BYTES, MAX_CONNECTIONS } from '../../webhook/connection-limits.ts';
+import { WEBHOOK_LIMITS, WORST_CASE_MEMORY, WORST_CASE_MIB } from '../../webhook/limits.ts';
+import { deployedWebhook } from './deployed-webhook.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
@@ -235,28 +240,57 @@ describe('the secret-agent.io/ annotations, measured before any is parsed', () =
   });
 });
 
+describe('the webhook’s memory at worst', () => {
+  it('sums what a tenant can make it hold, each term at its limit, to under three quarters of the Deployment’s memory limit', () => {
+    const deployed = deployedWebhook();
+    assert.ok(WORST_CASE_MIB < deployed.memoryLimitMiB * 0.75, `${WORST_CASE_MIB} MiB`);
+    const terms = new Map(WORST_CASE_MEMORY.map((t) => [t.what, t.mib]));
+    assert.equal(terms.get('every request’s first bytes'), (MAX_CONNECTIONS * SLOT_BYTES) / 2 ** 20);
+    assert.equal(terms.get('bytes past them'), MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20);
+    assert.equal(terms.get('the admission cache'), MAX_CACHE_BYTES / 2 ** 20);
+    assert.equal(
+      terms.get(`${MAX_CONNECTIONS} connections × ${CONNECTION_BYTES / 1024} KiB`),
+      (MAX_CONNECTIONS * CONNECTION_BYTES) / 2 ** 20,
+    );
+    assert.equal(WEBHOOK_LIMITS.at(-1)!.limit, `${WORST_CASE_MIB} MiB at most`);
+  });
+});
+
 describe('request bodies in flight, over HTTPS', () => {
-  it('a body pool that is full answers 429 with Retry-After before reading; the other pool still answers; a body counts until its answer is sent', () => {
+  it('counts bytes as they arrive: a request’s first bytes come from a pool no one can use up, the rest from a shared pool one source may hold half of; an answer takes its body’s place until sent', () => {
     const budget = new BodyBudget();
-    const large = [
-      budget.reserve(MAX_BODY_BYTES),
-      budget.reserve(MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES),
-    ];
-    assert.ok(large.every((r) => r?.large));
-    assert.equal(budget.reserve(LARGE_BODY_BYTES + 1), undefined);
-    const small = budget.reserve(LARGE_BODY_BYTES);
-    assert.equal(small?.large, false);
-    assert.equal(budget.reserve(MAX_SMALL_IN_FLIGHT_BYTES), undefined);
-    large[0]!.release();
-    large[0]!.release();
-    assert.deepEqual(budget.inFlight, {
-      small: LARGE_BODY_BYTES,
-      large: MAX_LARGE_IN_FLIGHT_BYTES - MAX_BODY_BYTES,
-    });
-    assert.ok(budget.reserve(MAX_BODY_BYTES));
+    // A declared length reserves nothing: a request is counted at 0 until bytes arrive.
+    const slow = Array.from({ length: MAX_CONNECTIONS }, () => budget.open('10.0.0.2'));
+    assert.deepEqual(budget.inFlight, { slots: 0, large: 0 });
+    // Every connection with its slot full: the slot pool is exactly full, the large pool untouched.
+    for (const s of slow) assert.ok(s.add(SLOT_BYTES));
+    assert.deepEqual(budget.inFlight, { slots: MAX_SLOT_BYTES, large: 0 });
+    // One source holds half the large pool at most, and what does not fit is not counted.
+    assert.ok(slow[0]!.add(MAX_LARGE_PER_SOURCE_BYTES));
+    assert.equal(slow[1]!.add(1), false);
+    assert.equal(budget.inFlight.large, MAX_LARGE_PER_SOURCE_BYTES);
+    // Another source gets the other half, and no more.
+    const other = budget.open('10.0.0.3');
+    slow.pop()!.release();
+    assert.ok(other.add(SLOT_BYTES + MAX_LARGE_IN_FLIGHT_BYTES - MAX_LARGE_PER_SOURCE_BYTES));
+    slow.pop()!.release();
+    const third = budget.open('10.0.0.4');
+    assert.ok(third.add(SLOT_BYTES));
+    assert.equal(third.add(1), false);
+    // An answer replaces its body: a 3 MiB body parsed into a 1 KiB answer frees its large bytes.
+    assert.ok(slow[0]!.replace(1024));
+    assert.equal(budget.inFlight.large, MAX_LARGE_IN_FLIGHT_BYTES - MAX_LARGE_PER_SOURCE_BYTES);
+    // Released, nothing is counted; release is idempotent and what is released counts nothing more.
+    for (const s of [...slow, other, third]) {
+      s.release();
+      s.release();
+    }
+    assert.equal(slow[0]!.add(1), false);
+    assert.deepEqual(budget.inFlight, { slots: 0, large: 0 });
+    assert.ok(budget.open('10.0.0.2').add(MAX_BODY_BYTES));
   });
 
-  it('sheds a third 3 MiB body while two are arriving, answers an ordinary pod meanwhile, and reads the next large body once one is done', async () => {
+  it('slow bodies that declare 3 MiB hold what arrived only; one source past its share is shed mid-body with 429 and Retry-After; ordinary pods and other large bodies are answered meanwhile', async () => {
     const pair = await makeServingPair();
     using dir = certDir();
     dir.write(pair);
@@ -281,10 +315,11 @@ describe('request bodies in flight, over HTTPS', () => {
       ),
     );
     assert.ok(large.length > MAX_BODY_BYTES - 2000 && large.length <= MAX_BODY_BYTES);
-    /** A request whose body is still arriving: its headers and the first bytes sent. */
-    const arriving = () => {
+    /** A request from `from` whose body is still arriving: its headers and the first `sent` bytes. */
+    const arriving = (from: string, sent: number) => {
       const req = request({
         host: '127.0.0.1',
+        localAddress: from,
         port: webhook.port,
         path: '/mutate',
         method: 'POST',
@@ -302,35 +337,65 @@ describe('request bodies in flight, over HTTPS', () => {
         req.on('error', reject);
       });
       answered.catch(() => undefined);
-      req.write(large.subarray(0, 1000));
+      req.write(large.subarray(0, sent));
       return { req, answered };
     };
-    try {
-      const first = arriving();
-      const second = arriving();
-      // Once the server has their headers, the large pool is full: a third large body, sent whole, is
-      // shed (before that, it is read and answered).
-      const third = () => call(webhook.port, pair.ca, '/mutate', { body: large });
-      let answer = await third();
-      for (let i = 0; i < 50 && answer.status !== 429; i++) answer = await third();
-      assert.equal(answer.status, 429);
-      assert.equal(answer.headers['retry-after'], '1');
-      assert.match(answer.body, /the webhook holds as many request bodies as it may; retry in 1 s/);
-      const ordinary = await call(webhook.port, pair.ca, '/mutate', {
+    const ordinary = async () => {
+      const answer = await call(webhook.port, pair.ca, '/mutate', {
         body: JSON.stringify(review(basicPod({ 'secret-agent.io/secret-api': 'aws:prod/api' }))),
       });
-      assert.equal(ordinary.status, 200);
-      assert.match(ordinary.body, /"allowed":true/);
-      // The first finishes its body and is answered: its bytes are free for the next large one.
-      first.req.end(large.subarray(1000));
+      assert.equal(answer.status, 200);
+      assert.match(answer.body, /"allowed":true/);
+    };
+    try {
+      // Twenty that declare 3 MiB and sent 1,000 bytes: as before the limits they would hold 60 MiB
+      // of budget; counted as they arrive, they hold 20,000 bytes, and a whole 3 MiB body is read.
+      const slow = Array.from({ length: 20 }, () => arriving('127.0.0.2', 1000));
+      const whole = await call(webhook.port, pair.ca, '/mutate', { body: large });
+      assert.equal(whole.status, 200);
+      assert.match(whole.body, /"allowed":true/);
+      await ordinary();
+      // One from 127.0.0.3 sends all but its last 1,000 bytes: about 3 MiB of its source's 4 MiB
+      // share. Another whole body from there is shed part-way (once the first's bytes are in).
+      const first = arriving('127.0.0.3', large.length - 1000);
+      const again = () =>
+        new Promise<{ status: number; retryAfter?: string; body: string }>((resolve, reject) => {
+          const req = request(
+            {
+              host: '127.0.0.1',
+              localAddress: '127.0.0.3',
+              port: webhook.port,
+              path: '/mutate',
+              method: 'POST',
+              ca: pair.ca,
+              servername: SERVER_NAME,
+              agent: false,
+              headers: { 'content-type': 'application/json' },
+            },
+            (res) => {
+              let body = '';
+              res.on('data', (d: Buffer) => (body += d.toString()));
+              res.on('end', () =>
+                resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], body }),
+              );
+            },
+          );
+          req.on('error', reject);
+          req.end(large);
+        });
+      let answer = await again();
+      for (let i = 0; i < 50 && answer.status !== 429; i++) answer = await again();
+      assert.equal(answer.status, 429);
+      assert.equal(answer.retryAfter, '1');
+      assert.match(answer.body, /the webhook holds as many request bodies as it may; retry in 1 s/);
+      // Other sources are not held up: an ordinary pod, and a whole 3 MiB body from 127.0.0.1.
+      await ordinary();
+      assert.equal((await call(webhook.port, pair.ca, '/mutate', { body: large })).status, 200);
+      // The first finishes its body and is answered: its source's bytes are free again.
+      first.req.end(large.subarray(large.length - 1000));
       assert.equal((await first.answered).status, 200);
-      const next = await call(webhook.port, pair.ca, '/mutate', { body: large });
-      assert.equal(next.status, 200);
-      assert.match(next.body, /"allowed":true/);
-      // A client that gives up mid-body frees its bytes too.
-      second.req.destroy();
-      const after = await call(webhook.port, pair.ca, '/mutate', { body: large });
-      assert.equal(after.status, 200);
+      assert.equal((await again()).status, 200);
+      for (const s of slow) s.req.destroy();
       const metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
       assert.match(metrics, /^secret_agent_webhook_admission_requests_total\{outcome="shed"\} [1-9]/m);
     } finally {
@@ -338,6 +403,6 @@ describe('request bodies in flight, over HTTPS', () => {
     }
     const shedLine = logs.lines().find((l) => l.outcome === 'shed');
     assert.equal(shedLine?.level, 40);
-    assert.equal(shedLine?.declared, String(large.length));
+    assert.equal(shedLine?.at, 'body');
   });
 });

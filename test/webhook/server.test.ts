@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { Agent, request } from 'node:https';
 import { after, before, describe, it } from 'node:test';
+import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { MAX_BODY_BYTES } from '../../webhook/body-budget.ts';
+import { MAX_CONNECTIONS_PER_SOURCE } from '../../webhook/connection-limits.ts';
 import { startWebhook, type RunningWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { captureLog, type CapturedLog } from '../support/captured-log.ts';
@@ -155,6 +157,41 @@ describe('the HTTPS server', () => {
     );
     assert.match(reply.body, /^secret_agent_webhook_certificate_expiry_timestamp_seconds \d/m);
     assertNoCanary(reply.body, 'metrics');
+  });
+
+  it('closes an address’s connections past its cap, counts them by reason, logs the address once, and answers other addresses', async () => {
+    const sockets: Socket[] = [];
+    try {
+      const opened = (from: string) =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect({ host: '127.0.0.1', port: webhook.port, localAddress: from }, () =>
+            resolve(socket),
+          );
+          sockets.push(socket);
+          socket.on('error', reject);
+        });
+      for (let i = 0; i < MAX_CONNECTIONS_PER_SOURCE; i++) await opened('127.0.0.2');
+      const closed = () =>
+        Promise.all(
+          [0, 1, 2].map(async () => {
+            const socket = await opened('127.0.0.2').catch(() => undefined);
+            if (socket && !socket.destroyed) await new Promise((resolve) => socket.once('close', resolve));
+          }),
+        );
+      await closed();
+      // 127.0.0.1 still gets in, and is answered.
+      assert.equal((await call(webhook.port, pair.ca, '/healthz')).status, 200);
+      const metrics = (await call(webhook.port, pair.ca, '/metrics')).body;
+      assert.match(metrics, /^secret_agent_webhook_connections_closed_total\{reason="per-source"\} [3-9]/m);
+      const lines = logs.lines().filter((l) => l.msg.startsWith('connections closed: the webhook holds'));
+      // Three refusals, one line (the next is a minute away at most), naming the address.
+      assert.equal(lines.length, 1, JSON.stringify(lines));
+      assert.equal(lines[0]!.level, 40);
+      assert.deepEqual(lines[0]!.sources, ['127.0.0.2']);
+      assert.ok(((lines[0]!.closed as Record<string, number>)['per-source'] ?? 0) >= 1);
+    } finally {
+      for (const s of sockets) s.destroy();
+    }
   });
 });
 

@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict';
+import { createServer, type ServerResponse, type Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { afterEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ConnectionGuard, type ConnectionRefusal } from '../../agent/serve/connection-guard.ts';
+import { eventually } from '../support/run-agent.ts';
+
+/**
+ * ConnectionGuard with replaceIdle, as the webhook uses it: at a cap an idle connection makes room
+ * for the newcomer (the API server's keep-alive pool may hold more idle connections than the
+ * per-source cap), and a connection busy with a request is never the one closed.
+ */
+
+const servers: Server[] = [];
+const clients: Socket[] = [];
+
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.destroy();
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+
+interface Guarded {
+  readonly guard: ConnectionGuard;
+  readonly port: number;
+  readonly refusals: [ConnectionRefusal, string][];
+  /** Answers of GET /hold, held until released. */
+  readonly held: ServerResponse[];
+}
+
+async function guarded(maxConnections: number, maxPerSource: number): Promise<Guarded> {
+  const held: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    if (req.url === '/hold') held.push(res);
+    else res.end('ok\n');
+  });
+  servers.push(server);
+  const refusals: [ConnectionRefusal, string][] = [];
+  const guard = new ConnectionGuard(
+    { maxConnections, maxPerSource, firstRequestMs: 60_000, replaceIdle: true },
+    (reason, source) => refusals.push([reason, source]),
+  ).attach(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { guard, port: (server.address() as AddressInfo).port, refusals, held };
+}
+
+interface Client {
+  readonly socket: Socket;
+  isClosed(): boolean;
+}
+
+async function open(port: number, from: string): Promise<Client> {
+  const socket = connect({ host: '127.0.0.1', port, localAddress: from });
+  clients.push(socket);
+  let closed = false;
+  socket.once('close', () => (closed = true));
+  socket.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  return { socket, isClosed: () => closed };
+}
+
+/** Sends a keep-alive GET of `path`; for `/ok`, resolves once its answer arrived. */
+function get(client: Client, path: '/ok' | '/hold'): Promise<void> {
+  client.socket.write(`GET ${path} HTTP/1.1\r\nhost: guard\r\n\r\n`);
+  if (path === '/hold') return Promise.resolve();
+  return new Promise((resolve) => {
+    let got = '';
+    const onData = (d: Buffer) => {
+      got += d.toString();
+      if (got.endsWith('ok\n')) {
+        client.socket.off('data', onData);
+        resolve();
+      }
+    };
+    client.socket.on('data', onData);
+  });
+}
+
+const closes = (client: Client, what: string) =>
+  eventually(() => (client.isClosed() ? true : undefined), what, 5000);
+const holds = (g: Guarded, n: number) =>
+  eventually(() => (g.guard.size === n ? true : undefined), `the guard to hold ${n}`, 5000);
+const held = (g: Guarded, n: number) =>
+  eventually(() => (g.held.length === n ? true : undefined), `${n} requests in progress`, 5000);
+
+describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
+  it('at a source’s cap, closes that source’s connection idle between requests for the newcomer, never a busy one, one that sent no request yet, nor another source’s', async () => {
+    const g = await guarded(10, 2);
+    const other = await open(g.port, '127.0.0.3');
+    await get(other, '/ok');
+    const busy = await open(g.port, '127.0.0.2');
+    await get(busy, '/hold');
+    await held(g, 1);
+    const idle = await open(g.port, '127.0.0.2');
+    await get(idle, '/ok');
+    const newcomer = await open(g.port, '127.0.0.2');
+    await closes(idle, 'the idle connection of the source at its cap');
+    await get(newcomer, '/ok');
+    assert.deepEqual(g.refusals, [['per-source', '127.0.0.2']]);
+    // Of a source's connections, only those between requests make room, not one that sent none yet.
+    const fresh = [await open(g.port, '127.0.0.4'), await open(g.port, '127.0.0.4')];
+    const refusedFresh = await open(g.port, '127.0.0.4');
+    await closes(refusedFresh, 'a newcomer of a source whose connections sent no request yet');
+    assert.deepEqual(g.refusals.at(-1), ['per-source', '127.0.0.4']);
+    for (const f of fresh) await get(f, '/ok');
+    // Now both of the source's connections are busy: the next one is refused, and no one else closed.
+    await get(newcomer, '/hold');
+    await held(g, 2);
+    const refused = await open(g.port, '127.0.0.2');
+    await closes(refused, 'a newcomer of a source whose connections are all busy');
+    assert.deepEqual(g.refusals.at(-1), ['per-source', '127.0.0.2']);
+    await sleep(100);
+    assert.equal(busy.isClosed() || newcomer.isClosed() || other.isClosed(), false);
+    // Once a held answer is sent, that connection is idle again and makes room.
+    const answered = new Promise((resolve) => busy.socket.once('data', resolve));
+    g.held.shift()!.end('ok\n');
+    await answered;
+    await holds(g, 5);
+    const next = await open(g.port, '127.0.0.2');
+    await closes(busy, 'the connection whose answer was sent');
+    await get(next, '/ok');
+  });
+
+  it('when full, closes the oldest connection with no request first, then the oldest idle one, never a busy one', async () => {
+    const g = await guarded(3, 3);
+    const busy = await open(g.port, '127.0.0.2');
+    await get(busy, '/hold');
+    await held(g, 1);
+    const idle = await open(g.port, '127.0.0.3');
+    await get(idle, '/ok');
+    const fresh = await open(g.port, '127.0.0.4');
+    await holds(g, 3);
+    const first = await open(g.port, '127.0.0.5');
+    await closes(fresh, 'the connection that sent no request');
+    await get(first, '/hold');
+    await held(g, 2);
+    const second = await open(g.port, '127.0.0.5');
+    await closes(idle, 'the idle connection');
+    await get(second, '/hold');
+    await held(g, 3);
+    const third = await open(g.port, '127.0.0.6');
+    await closes(third, 'a newcomer when every connection is busy');
+    assert.deepEqual(
+      g.refusals.map(([reason]) => reason),
+      ['full', 'full', 'full'],
+    );
+    assert.equal(busy.isClosed() || first.isClosed() || second.isClosed(), false);
+  });
+});

@@ -1,0 +1,49 @@
+/**
+ * How many connections the webhook holds and for how long. Any pod can reach its port unless a
+ * NetworkPolicy says otherwise, and each connection costs memory whether or not it sends a request:
+ * measured with the bundle and the Deployment's NODE_OPTIONS, 56 to 72 KiB of private memory for an
+ * idle TLS connection after its handshake (the first few hundred cost the most: the heap and OpenSSL
+ * grow for them and keep the room), 21 to 27 KiB for a TCP connection that never starts TLS
+ * (test/siege/webhook-connections.test.ts measures it again).
+ */
+
+/**
+ * Connections held at once. The API server keeps a keep-alive pool per replica (Go keeps up to 25 idle
+ * per host) and opens more only while calls are in progress; kubelet probes and a Prometheus scrape
+ * add a few. 256 is three times what a cluster of three API servers keeps idle, and 20 MiB at most.
+ */
+export const MAX_CONNECTIONS = 256;
+
+/**
+ * Connections held at once from one address. Behind Konnectivity every call of every API server comes
+ * from one or a few proxy addresses: a source at its cap closes its oldest connection idle between
+ * keep-alive requests for its next (replaceIdle in agent/serve/connection-guard.ts), so for the API
+ * server the cap binds only calls in progress, and 32 at once is far past a burst of pod creations
+ * answered in milliseconds. It takes 8 sources, each holding 32, to fill MAX_CONNECTIONS.
+ */
+export const MAX_CONNECTIONS_PER_SOURCE = 32;
+
+/**
+ * How long a connection may take from TCP accept to its first request's headers, TLS handshake
+ * included. The API server sends its call as soon as TLS is up, and gives up on it after the
+ * webhook's timeoutSeconds (5 s in deploy/base).
+ */
+export const FIRST_REQUEST_MS = 5_000;
+
+/** A later request's headers, on a keep-alive connection. */
+export const HEADERS_TIMEOUT_MS = 5_000;
+
+/** A request in full, headers and body: a 3 MiB body arrives in milliseconds inside a cluster. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
+/**
+ * From a request's headers until its answer is sent: a client that does not read its answer holds
+ * its bytes no longer than this. Past the API server's timeoutSeconds, an answer is read by no one.
+ */
+export const ANSWER_DEADLINE_MS = 15_000;
+
+/** A keep-alive connection's wait for its next request (Go's transport keeps idle ones 90 s). */
+export const KEEP_ALIVE_TIMEOUT_MS = 30_000;
+
+/** What one connection is counted as in the webhook's worst case: the most measured, rounded up. */
+export const CONNECTION_BYTES = 80 * 1024;
