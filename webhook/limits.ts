@@ -8,6 +8,7 @@ import {
 } from './admission/annotation-limits.ts';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
 import { PREFIX } from './annotations/annotation.ts';
+import { MAX_MOUNT_PATH_BYTES } from './annotations/values.ts';
 import {
   LARGE_BODY_BYTES,
   MAX_BODY_BYTES,
@@ -89,6 +90,12 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: size(MAX_SETTING_BYTES),
     past: `${REFUSED}; the agent exits 2 naming the variable`,
     why: 'Twice the longest reference, URL or command anyone writes (a reference is at most 2,048 characters).',
+  },
+  {
+    what: `\`${PREFIX}mount-path\``,
+    limit: `${MAX_MOUNT_PATH_BYTES} bytes`,
+    past: REFUSED,
+    why: 'Real mount paths are a few dozen bytes; every refusal or warning that quotes one stays small.',
   },
   {
     what: `All \`${PREFIX}\` annotations of a pod, names and values`,

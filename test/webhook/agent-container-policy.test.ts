@@ -77,7 +77,6 @@ describe('nothing is mounted over the agent container’s own paths', () => {
       IRSA.dir,
       `${POD_IDENTITY.dir}/x`,
       '/var/run',
-      '/',
     ]) {
       // No app container mounts anything: only the agent's own paths are in the way.
       const pod = basicPod(

@@ -2,7 +2,7 @@ import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { annotation, type Annotation, type Echo } from './annotation.ts';
 import { DNS_SUBDOMAIN } from '../kubernetes-names.ts';
 import {
-  absolutePath,
+  mountPath,
   AWS_REGION,
   boolean,
   containerList,
@@ -63,8 +63,8 @@ export const POD_ANNOTATIONS = {
     type: 'absolute path',
     echo: 'quote',
     default: '/etc/secrets',
-    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Never at, above or below the agent container’s own paths (`/app`, `/nodejs`, `/secret-agent`, its certificate and token directories).',
-    parse: absolutePath,
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Taken in its normal form (`//`, `.` segments and a trailing `/` dropped); `..`, `/`, anything but ASCII letters, digits and `._~+=,@-/`, and more than 256 bytes are refused. Never at, above or below the agent container’s own paths (`/app`, `/nodejs`, `/secret-agent`, its certificate and token directories).',
+    parse: mountPath,
   }),
   containers: annotation({
     type: 'comma-separated names',

@@ -1,6 +1,7 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../../agent/contract/reference.ts';
 import { DNS_LABEL } from '../kubernetes-names.ts';
+import { normalPath } from '../parse/mount-overlap.ts';
 
 /**
  * The parsers of annotation values: each checks the text and throws a ConfigError naming the
@@ -23,6 +24,10 @@ export function injectionMode(text: string, field: string): InjectionMode {
   throw new ConfigError(field, `${quote(text)} is not an injection mode`, `use one of ${MODES.join(', ')}`);
 }
 
+/**
+ * An absolute path without `..` segments, in its normal form (parse/mount-overlap.ts): `//`, `.`
+ * segments and a trailing `/` mean nothing to the kernel, so nothing downstream sees them.
+ */
 export function absolutePath(text: string, field: string): string {
   if (!text.startsWith('/') || text.length > 1024 || /[\0\n\\:]/.test(text) || text.split('/').includes('..'))
     throw new ConfigError(
@@ -30,7 +35,44 @@ export function absolutePath(text: string, field: string): string {
       `${quote(text)} is not an absolute path without .. segments`,
       'use an absolute path such as /etc/secrets',
     );
-  return text.length > 1 ? text.replace(/\/+$/, '') : text;
+  return normalPath(text);
+}
+
+/**
+ * The longest `secret-agent.io/mount-path` taken, in UTF-8 bytes: real mount paths are a few dozen,
+ * and every refusal or warning that quotes one stays a bounded size (webhook/limits.ts).
+ */
+export const MAX_MOUNT_PATH_BYTES = 256;
+
+/** What a mount path may be made of: no space, control or look-alike character to hide a path behind. */
+const MOUNT_PATH_CHARS = /^[A-Za-z0-9._~+=,@/-]+$/;
+
+/**
+ * `secret-agent.io/mount-path`: an absolutePath, at most MAX_MOUNT_PATH_BYTES, of plain ASCII, and
+ * not `/` (the volume would cover the whole container).
+ */
+export function mountPath(text: string, field: string): string {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_MOUNT_PATH_BYTES)
+    throw new ConfigError(
+      field,
+      `is ${bytes} bytes long, over the ${MAX_MOUNT_PATH_BYTES} a mount path may have`,
+      'use a short absolute path such as /etc/secrets',
+    );
+  if (!MOUNT_PATH_CHARS.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} has a character other than ASCII letters, digits and . _ ~ + = , @ - /`,
+      'use a plain absolute path such as /etc/secrets',
+    );
+  const path = absolutePath(text, field);
+  if (path === '/')
+    throw new ConfigError(
+      field,
+      `${quote(text)} is the container’s root: the volume would cover everything in it`,
+      'use a directory of its own such as /etc/secrets',
+    );
+  return path;
 }
 
 export function containerList(text: string, field: string): readonly string[] {
