@@ -93,7 +93,7 @@ describe('exact patches', () => {
             imagePullPolicy: 'IfNotPresent',
             env: [
               { name: 'AGENT_MODE', value: 'sidecar' },
-              { name: 'SECRETS_DIR', value: '/etc/secrets' },
+              { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
               { name: 'FILE_MODE', value: '0440' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
@@ -101,7 +101,7 @@ describe('exact patches', () => {
               NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
-            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
             resources: RESOURCES,
             securityContext: { ...AGENT_SECURITY, runAsGroup: 65532 },
             // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
@@ -171,7 +171,7 @@ describe('exact patches', () => {
     const security = { ...AGENT_SECURITY, runAsUser: 1000, runAsGroup: 3000 };
     const agentEnv = (mode: string) => [
       { name: 'AGENT_MODE', value: mode },
-      { name: 'SECRETS_DIR', value: '/etc/secrets' },
+      { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
       { name: 'REFRESH_INTERVAL', value: '1m' },
       { name: 'SECRET_0_REF', value: 'vault:secret/data/app#token' },
       { name: 'SECRET_0_FILENAME', value: 'api' },
@@ -185,7 +185,7 @@ describe('exact patches', () => {
     const common = {
       image: AGENT_IMAGE,
       imagePullPolicy: 'IfNotPresent',
-      volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+      volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
       resources: RESOURCES,
       securityContext: security,
     };
@@ -1021,7 +1021,7 @@ describe('exec: references', () => {
     ]);
     const agent = ops.find((o) => o.path === '/spec/initContainers')!.value as Record<string, unknown>[];
     assert.deepEqual(agent[0]!.volumeMounts, [
-      { name: 'secret-agent-secrets', mountPath: '/etc/secrets' },
+      { name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' },
       { name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true },
     ]);
   });
@@ -1066,13 +1066,17 @@ describe('exec: references', () => {
       assert.ok(!mounts(agent).some((m) => m.mountPath === '/secret-agent/helpers'));
   });
 
-  it('a mount path over the helpers is refused', () => {
-    const result = admit(pod({ 'secret-agent.io/mount-path': '/secret-agent' }), ALLOWED);
-    assert.equal(result.outcome, 'denied');
-    assert.match(
-      result.review.response.status!.message,
-      /secret-agent\.io\/mount-path: "\/secret-agent" overlaps "\/secret-agent", where the agent container has the agent’s exec: helpers/,
-    );
+  it('a mount path at the helpers stays in the app containers: the agent’s secrets and helpers keep their own paths', () => {
+    const { agents, apps } = injected(pod({ 'secret-agent.io/mount-path': '/secret-agent' }), ALLOWED);
+    for (const agent of agents)
+      assert.deepEqual(mounts(agent), [
+        { name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' },
+        { name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true },
+      ]);
+    for (const app of apps)
+      assert.deepEqual(mounts(app), [
+        { name: 'secret-agent-secrets', mountPath: '/secret-agent', readOnly: true },
+      ]);
   });
 
   it('a reference that names a path is described by its shape, never quoted', () => {

@@ -63,7 +63,7 @@ export const POD_ANNOTATIONS = {
     type: 'absolute path',
     echo: 'quote',
     default: '/etc/secrets',
-    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Taken in its normal form (`//`, `.` segments and a trailing `/` dropped); `..`, `/`, anything but ASCII letters, digits and `._~+=,@-/`, and more than 256 bytes are refused. Never at, above or below the agent container’s own paths (`/app`, `/nodejs`, `/secret-agent`, its certificate and token directories).',
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Taken in its normal form (`//`, `.` segments and a trailing `/` dropped); `..`, `/`, anything but ASCII letters, digits and `._~+=,@-/`, and more than 256 bytes are refused. The agent container mounts the volume at `/secret-agent/secrets` whatever this says.',
     parse: mountPath,
   }),
   containers: annotation({

@@ -2,6 +2,7 @@ import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
 import { nodeOptions } from '../agent-sizing.ts';
+import { AGENT_SECRETS_DIR } from '../injected-names.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 
 /** A container env entry as the Pod API takes it. */
@@ -29,7 +30,7 @@ export interface RenderedAgentEnv {
 export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): RenderedAgentEnv {
   const sources = new Map<string, string>();
   const fixed = (name: keyof typeof AGENT_SETTINGS, value: string): EnvVar => ({ name, value });
-  const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', request.mountPath)];
+  const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', AGENT_SECRETS_DIR)];
   for (const s of request.agentSettings) {
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
