@@ -263,22 +263,16 @@ function podShapes(): { name: string; pod: PodDoc }[] {
     pod: { ...base(), spec: { ...base().spec, initContainers: [{ name: 'setup', image: 'busybox:1.36' }] } },
   });
   shapes.push({
-    name: 'colliding volume names',
+    name: 'volumes of its own, one mounted',
     pod: {
       ...base(),
       spec: {
         ...base().spec,
         volumes: [
-          { name: 'secret-agent-secrets', emptyDir: {} },
-          { name: 'secret-agent-secrets-1', emptyDir: {} },
+          { name: 'cache', emptyDir: {} },
+          { name: 'secrets', emptyDir: {} },
         ],
-        containers: [
-          {
-            name: 'app',
-            image: 'app:1',
-            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/cache' }],
-          },
-        ],
+        containers: [{ name: 'app', image: 'app:1', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] }],
       },
     },
   });
@@ -1026,33 +1020,27 @@ describe('exec: references', () => {
     ]);
   });
 
-  it('a claim the admin names, into a pod whose volume names are taken', () => {
-    const { patched, agents } = injected(
-      pod(
-        {},
-        {
-          volumes: [
-            { name: 'secret-agent-helpers', emptyDir: {} },
-            { name: 'secret-agent-secrets', emptyDir: {} },
-          ],
-        },
-      ),
-      {
-        ALLOW_EXEC_REFERENCES: 'true',
-        EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"platform-helpers"}}',
-      },
-    );
-    assert.deepEqual(
-      (patched.spec.volumes as Record<string, unknown>[]).map((v) => v.name),
-      ['secret-agent-helpers', 'secret-agent-secrets', 'secret-agent-secrets-1', 'secret-agent-helpers-1'],
-    );
-    assert.deepEqual((patched.spec.volumes as Record<string, unknown>[])[3], {
-      name: 'secret-agent-helpers-1',
+  it('a claim the admin names: the helpers volume, read-only, in the agent only', () => {
+    const { patched, agents } = injected(pod(), {
+      ALLOW_EXEC_REFERENCES: 'true',
+      EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"platform-helpers"}}',
+    });
+    assert.deepEqual((patched.spec.volumes as Record<string, unknown>[])[1], {
+      name: 'secret-agent-helpers',
       persistentVolumeClaim: { claimName: 'platform-helpers', readOnly: true },
     });
     assert.deepEqual(
       mounts(agents[0]!).map((m) => m.name),
-      ['secret-agent-secrets-1', 'secret-agent-helpers-1'],
+      ['secret-agent-secrets', 'secret-agent-helpers'],
+    );
+  });
+
+  it('a pod whose volume takes a name of the webhook’s is refused, naming the volume and the fix', () => {
+    const result = admit(pod({}, { volumes: [{ name: 'secret-agent-helpers', emptyDir: {} }] }), ALLOWED);
+    assert.equal(result.outcome, 'denied');
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/inject: the pod’s volume spec\.volumes\[0\] is named "secret-agent-helpers", a name of the webhook’s volumes .*Fix: rename the volume and its mounts/,
     );
   });
 
