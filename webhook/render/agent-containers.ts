@@ -112,7 +112,7 @@ export function renderAgentContainers(
     securityContext: {
       runAsNonRoot: true,
       runAsUser: request.fileAccess.runAsUser,
-      ...(request.fileAccess.runAsGroup !== undefined ? { runAsGroup: request.fileAccess.runAsGroup } : {}),
+      runAsGroup: request.fileAccess.runAsGroup,
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
