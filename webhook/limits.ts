@@ -8,7 +8,7 @@ import {
 } from './admission/annotation-limits.ts';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
 import { PREFIX } from './annotations/annotation.ts';
-import { MAX_MOUNT_PATH_BYTES } from './annotations/values.ts';
+import { MAX_CPU_QUANTITY, MAX_MEMORY_QUANTITY, MAX_MOUNT_PATH_BYTES } from './annotations/values.ts';
 import {
   LARGE_BODY_BYTES,
   MAX_BODY_BYTES,
@@ -96,6 +96,18 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: `${MAX_MOUNT_PATH_BYTES} bytes`,
     past: REFUSED,
     why: 'Real mount paths are a few dozen bytes; every refusal or warning that quotes one stays small.',
+  },
+  {
+    what: `\`${PREFIX}agent-memory-request\`, \`agent-memory-limit\`, \`volume-size-limit\` (and their cluster defaults)`,
+    limit: MAX_MEMORY_QUANTITY,
+    past: REFUSED,
+    why: 'The agent works in about 30 MiB; past this a value is a typo, and the heap cap it renders (NODE_OPTIONS) must be one Node starts with.',
+  },
+  {
+    what: `\`${PREFIX}agent-cpu-request\`, \`agent-cpu-limit\` (and AGENT_CPU_REQUEST)`,
+    limit: `${MAX_CPU_QUANTITY} cores`,
+    past: REFUSED,
+    why: 'The agent uses under a millicore when idle and under a CPU-second to start.',
   },
   {
     what: `All \`${PREFIX}\` annotations of a pod, names and values`,

@@ -106,6 +106,52 @@ export function quantity(text: string, field: string): string {
   return text;
 }
 
+/** Kubernetes quantity suffixes, as multipliers of one unit (a byte, a core). */
+const UNIT: Record<string, number> = {
+  '': 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+  Ti: 1024 ** 4,
+};
+
+/** A quantity (as `quantity` accepts it) in its base unit; NaN when unreadable. */
+export function quantityValue(text: string): number {
+  const m = QUANTITY.exec(text);
+  return m ? Number(m[1]) * UNIT[m[2] ?? '']! : NaN;
+}
+
+/**
+ * The most an agent's memory request or limit, or its secrets volume, may be: the agent works in
+ * about 30 MiB, so past this a value is a typo or an attack, and 999999999999999Ti would render a
+ * NODE_OPTIONS heap cap Node refuses to start with. 64 GiB leaves a heap cap Node takes.
+ */
+export const MAX_MEMORY_QUANTITY = '64Gi';
+/** The most CPU an agent may request or be limited to, in cores: it uses under a millicore when idle. */
+export const MAX_CPU_QUANTITY = '64';
+
+/** A quantity no larger than `max` (a quantity itself), the fix saying what it is for. */
+function boundedQuantity(max: string, what: string) {
+  return (text: string, field: string): string => {
+    quantity(text, field);
+    if (quantityValue(text) > quantityValue(max))
+      throw new ConfigError(
+        field,
+        `${quote(text)} is more than the ${max} ${what} may be`,
+        `write at most ${max}; the agent needs a few tens of MiB and millicores (docs/webhook.md, What a pod costs)`,
+      );
+    return text;
+  };
+}
+
+export const memoryQuantity = boundedQuantity(MAX_MEMORY_QUANTITY, 'agent memory or secrets volume');
+export const cpuQuantity = boundedQuantity(MAX_CPU_QUANTITY, 'agent CPU');
+
 /** A uid or gid other than root's: `what` names it in the error, `why` says in the fix why not 0. */
 function nonRootId(what: string, why: string) {
   return (text: string, field: string): number => {
