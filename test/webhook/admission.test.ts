@@ -43,6 +43,13 @@ const AGENT_SECURITY = {
 const RESOURCES = { requests: { cpu: '15m', memory: '40Mi' }, limits: { memory: '128Mi' } };
 /** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-sizing.ts). */
 const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=44 --max-semi-space-size=1' };
+/** HOME and the SDKs' config files, away from anything a pod could mount or write (agent/contract/sdk-config-env.ts). */
+const SDK_CONFIG_ENV = [
+  { name: 'HOME', value: '/nonexistent' },
+  { name: 'AWS_CONFIG_FILE', value: '/nonexistent/.aws/config' },
+  { name: 'AWS_SHARED_CREDENTIALS_FILE', value: '/nonexistent/.aws/credentials' },
+  { name: 'CLOUDSDK_CONFIG', value: '/nonexistent/.config/gcloud' },
+];
 /** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [
   '/nodejs/bin/node',
@@ -98,6 +105,7 @@ describe('exact patches', () => {
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
               { name: 'AWS_REGION', value: 'eu-west-1' },
+              ...SDK_CONFIG_ENV,
               NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
@@ -179,6 +187,7 @@ describe('exact patches', () => {
       { name: 'AWS_REGION', value: 'eu-west-1' },
       { name: 'VAULT_ADDR', value: 'https://vault.example:8200' },
       { name: 'VAULT_ROLE', value: 'apps' },
+      ...SDK_CONFIG_ENV,
       NODE_OPTIONS_ENV,
       ...DOWNWARD_ENV,
     ];

@@ -1,4 +1,5 @@
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
+import { NO_SDK_CONFIG_DIR } from '../../agent/contract/sdk-config-env.ts';
 import { ConfigError } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { VAULT_CLIENT_CERT_DIR } from '../injected-names.ts';
@@ -25,6 +26,9 @@ export const AGENT_OWN_PATHS: readonly { readonly path: string; readonly holds: 
   { path: IRSA.dir, holds: 'the IRSA token EKS gives the pod' },
   { path: POD_IDENTITY.dir, holds: 'the EKS Pod Identity token' },
   { path: AGENT_SETTINGS.SERVICE_ACCOUNT_DIR.default!, holds: 'the pod’s service-account token' },
+  { path: NO_SDK_CONFIG_DIR, holds: 'its HOME and the SDKs’ config files (none)' },
+  // The distroless image's home directory, HOME before it was NO_SDK_CONFIG_DIR.
+  { path: '/home', holds: 'the image’s home directories' },
 ];
 
 /** The problems of what a pod puts into the agent container: its rotation command. */
