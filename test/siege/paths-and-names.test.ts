@@ -341,6 +341,8 @@ describe('siege: the SDKs read no config file of their own', () => {
       const guarded = await run({ ...rendered, HOME: home.path });
       assert.equal(reached, 0, 'the hostile endpoint was not asked');
       assert.ok(!guarded.stdout.includes(`127.0.0.1:${port}`), 'the logs name no hostile endpoint');
+      // It did ask: the SDK's own endpoint for the region, unreachable from this loopback-only machine.
+      assert.match(guarded.stdout, /"endpoint":"https:\/\/secretsmanager\.us-east-1\.amazonaws\.com"/);
     } finally {
       await new Promise((resolve) => hostile.close(resolve));
     }
