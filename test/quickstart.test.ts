@@ -71,7 +71,7 @@ describe('npm start (docs/quickstart/run.ts)', () => {
 
     // 3: the agent ran with the patch's env, only the local stand-ins replaced, and wrote the files.
     const agentPid = Number(/started \(pid (\d+)\), probes on 127\.0\.0\.1:\d+/.exec(stdout)?.[1]);
-    assert.match(stdout, new RegExp(`SECRETS_DIR +/etc/secrets → ${work}/secrets`));
+    assert.match(stdout, new RegExp(`SECRETS_DIR +/secret-agent/secrets → ${work}/secrets`));
     assert.match(stdout, /ready: 7 files written into/);
     assert.match(stdout, /db-password +0400 {2}"demo-only-not-a-real-password"/);
     assert.match(stdout, /db\/username +0400 {2}"demo_app"/);

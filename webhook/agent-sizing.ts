@@ -1,6 +1,6 @@
 import { parseDuration } from '../agent/contract/duration.ts';
 import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
-import { QUANTITY } from './annotations/values.ts';
+import { quantityValue } from './annotations/values.ts';
 
 /**
  * What the agent container reserves and may use: the defaults of AGENT_MEMORY_REQUEST,
@@ -95,25 +95,7 @@ export const OUTSIDE_HEAP_RESERVE_MIB =
 /** The heap cap's floor: the largest heap committed measured, a third more, in steps of 8 MiB. */
 export const MIN_HEAP_MIB = roundUp(MEASURED.heapCommittedMiB * 1.3, 8);
 
-/** Kubernetes quantity suffixes, as multipliers of one unit (a byte, a core). */
-const UNIT: Record<string, number> = {
-  '': 1,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  Ki: 1024,
-  Mi: 1024 ** 2,
-  Gi: 1024 ** 3,
-  Ti: 1024 ** 4,
-};
-
-/** A quantity (as annotations/values.ts `quantity` accepts it) in its base unit; NaN when unreadable. */
-export function quantityValue(text: string): number {
-  const m = QUANTITY.exec(text);
-  return m ? Number(m[1]) * UNIT[m[2] ?? '']! : NaN;
-}
+export { quantityValue };
 
 /** A memory quantity in MiB (fractional); NaN when unreadable. */
 export function quantityMiB(text: string): number {

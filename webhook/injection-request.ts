@@ -79,9 +79,9 @@ export interface InjectionRequest {
  * that mounts the volume read them (worked out by parse/plan-file-access.ts).
  */
 export interface FileAccess {
-  /** The agent containers' uid and gid. */
+  /** The agent containers' uid and gid: neither ever 0. */
   readonly runAsUser: number;
-  readonly runAsGroup?: number;
+  readonly runAsGroup: number;
   /** How the app reads: as the files' owner, or through their group (runAsGroup: the agent's gid). */
   readonly sharing: 'owner' | 'group';
   /** FILE_MODE the webhook sets for the agent when the pod chose none: group sharing needs 0440. */

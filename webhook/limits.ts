@@ -15,6 +15,7 @@ import {
 } from './admission/annotation-limits.ts';
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
 import { PREFIX } from './annotations/annotation.ts';
+import { MAX_CPU_QUANTITY, MAX_MEMORY_QUANTITY, MAX_MOUNT_PATH_BYTES } from './annotations/values.ts';
 import {
   MAX_BODY_BYTES,
   MAX_LARGE_IN_FLIGHT_BYTES,
@@ -160,6 +161,24 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: size(MAX_SETTING_BYTES),
     past: `${REFUSED}; the agent exits 2 naming the variable`,
     why: 'Twice the longest reference, URL or command anyone writes (a reference is at most 2,048 characters).',
+  },
+  {
+    what: `\`${PREFIX}mount-path\``,
+    limit: `${MAX_MOUNT_PATH_BYTES} bytes`,
+    past: REFUSED,
+    why: 'Real mount paths are a few dozen bytes; every refusal or warning that quotes one stays small.',
+  },
+  {
+    what: `\`${PREFIX}agent-memory-request\`, \`agent-memory-limit\`, \`volume-size-limit\` (and their cluster defaults)`,
+    limit: MAX_MEMORY_QUANTITY,
+    past: REFUSED,
+    why: 'The agent works in about 30 MiB; past this a value is a typo, and the heap cap it renders (NODE_OPTIONS) must be one Node starts with.',
+  },
+  {
+    what: `\`${PREFIX}agent-cpu-request\`, \`agent-cpu-limit\` (and AGENT_CPU_REQUEST)`,
+    limit: `${MAX_CPU_QUANTITY} cores`,
+    past: REFUSED,
+    why: 'The agent uses under a millicore when idle and under a CPU-second to start.',
   },
   {
     what: `All \`${PREFIX}\` annotations of a pod, names and values`,

@@ -7,8 +7,11 @@
 export interface ContainerShape {
   readonly name: string;
   readonly env?: readonly { readonly name?: unknown; readonly value?: unknown }[];
-  /** Their paths only: the identity the agent inherits is EKS's volume, by name, never the app's mount. */
-  readonly volumeMounts?: readonly { readonly mountPath?: unknown }[];
+  /**
+   * Their paths, and their names where a name is the webhook's (`secret-agent…`, which no container of
+   * the pod may mount): the identity the agent inherits is EKS's volume, by name, never the app's mount.
+   */
+  readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
   readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
   /** Who the container runs as, where its spec says (the image's USER decides otherwise). */
   readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };

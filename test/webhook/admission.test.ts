@@ -43,6 +43,13 @@ const AGENT_SECURITY = {
 const RESOURCES = { requests: { cpu: '15m', memory: '40Mi' }, limits: { memory: '128Mi' } };
 /** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-sizing.ts). */
 const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=44 --max-semi-space-size=1' };
+/** HOME and the SDKs' config files, away from anything a pod could mount or write (agent/contract/sdk-config-env.ts). */
+const SDK_CONFIG_ENV = [
+  { name: 'HOME', value: '/nonexistent' },
+  { name: 'AWS_CONFIG_FILE', value: '/nonexistent/.aws/config' },
+  { name: 'AWS_SHARED_CREDENTIALS_FILE', value: '/nonexistent/.aws/credentials' },
+  { name: 'CLOUDSDK_CONFIG', value: '/nonexistent/.config/gcloud' },
+];
 /** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [
   '/nodejs/bin/node',
@@ -93,15 +100,16 @@ describe('exact patches', () => {
             imagePullPolicy: 'IfNotPresent',
             env: [
               { name: 'AGENT_MODE', value: 'sidecar' },
-              { name: 'SECRETS_DIR', value: '/etc/secrets' },
+              { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
               { name: 'FILE_MODE', value: '0440' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
               { name: 'AWS_REGION', value: 'eu-west-1' },
+              ...SDK_CONFIG_ENV,
               NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
-            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
             resources: RESOURCES,
             securityContext: { ...AGENT_SECURITY, runAsGroup: 65532 },
             // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
@@ -171,7 +179,7 @@ describe('exact patches', () => {
     const security = { ...AGENT_SECURITY, runAsUser: 1000, runAsGroup: 3000 };
     const agentEnv = (mode: string) => [
       { name: 'AGENT_MODE', value: mode },
-      { name: 'SECRETS_DIR', value: '/etc/secrets' },
+      { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
       { name: 'REFRESH_INTERVAL', value: '1m' },
       { name: 'SECRET_0_REF', value: 'vault:secret/data/app#token' },
       { name: 'SECRET_0_FILENAME', value: 'api' },
@@ -179,13 +187,14 @@ describe('exact patches', () => {
       { name: 'AWS_REGION', value: 'eu-west-1' },
       { name: 'VAULT_ADDR', value: 'https://vault.example:8200' },
       { name: 'VAULT_ROLE', value: 'apps' },
+      ...SDK_CONFIG_ENV,
       NODE_OPTIONS_ENV,
       ...DOWNWARD_ENV,
     ];
     const common = {
       image: AGENT_IMAGE,
       imagePullPolicy: 'IfNotPresent',
-      volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/etc/secrets' }],
+      volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
       resources: RESOURCES,
       securityContext: security,
     };
@@ -263,22 +272,16 @@ function podShapes(): { name: string; pod: PodDoc }[] {
     pod: { ...base(), spec: { ...base().spec, initContainers: [{ name: 'setup', image: 'busybox:1.36' }] } },
   });
   shapes.push({
-    name: 'colliding volume names',
+    name: 'volumes of its own, one mounted',
     pod: {
       ...base(),
       spec: {
         ...base().spec,
         volumes: [
-          { name: 'secret-agent-secrets', emptyDir: {} },
-          { name: 'secret-agent-secrets-1', emptyDir: {} },
+          { name: 'cache', emptyDir: {} },
+          { name: 'secrets', emptyDir: {} },
         ],
-        containers: [
-          {
-            name: 'app',
-            image: 'app:1',
-            volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/cache' }],
-          },
-        ],
+        containers: [{ name: 'app', image: 'app:1', volumeMounts: [{ name: 'cache', mountPath: '/cache' }] }],
       },
     },
   });
@@ -1021,38 +1024,32 @@ describe('exec: references', () => {
     ]);
     const agent = ops.find((o) => o.path === '/spec/initContainers')!.value as Record<string, unknown>[];
     assert.deepEqual(agent[0]!.volumeMounts, [
-      { name: 'secret-agent-secrets', mountPath: '/etc/secrets' },
+      { name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' },
       { name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true },
     ]);
   });
 
-  it('a claim the admin names, into a pod whose volume names are taken', () => {
-    const { patched, agents } = injected(
-      pod(
-        {},
-        {
-          volumes: [
-            { name: 'secret-agent-helpers', emptyDir: {} },
-            { name: 'secret-agent-secrets', emptyDir: {} },
-          ],
-        },
-      ),
-      {
-        ALLOW_EXEC_REFERENCES: 'true',
-        EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"platform-helpers"}}',
-      },
-    );
-    assert.deepEqual(
-      (patched.spec.volumes as Record<string, unknown>[]).map((v) => v.name),
-      ['secret-agent-helpers', 'secret-agent-secrets', 'secret-agent-secrets-1', 'secret-agent-helpers-1'],
-    );
-    assert.deepEqual((patched.spec.volumes as Record<string, unknown>[])[3], {
-      name: 'secret-agent-helpers-1',
+  it('a claim the admin names: the helpers volume, read-only, in the agent only', () => {
+    const { patched, agents } = injected(pod(), {
+      ALLOW_EXEC_REFERENCES: 'true',
+      EXEC_HELPERS_VOLUME: '{"persistentVolumeClaim":{"claimName":"platform-helpers"}}',
+    });
+    assert.deepEqual((patched.spec.volumes as Record<string, unknown>[])[1], {
+      name: 'secret-agent-helpers',
       persistentVolumeClaim: { claimName: 'platform-helpers', readOnly: true },
     });
     assert.deepEqual(
       mounts(agents[0]!).map((m) => m.name),
-      ['secret-agent-secrets-1', 'secret-agent-helpers-1'],
+      ['secret-agent-secrets', 'secret-agent-helpers'],
+    );
+  });
+
+  it('a pod whose volume takes a name of the webhook’s is refused, naming the volume and the fix', () => {
+    const result = admit(pod({}, { volumes: [{ name: 'secret-agent-helpers', emptyDir: {} }] }), ALLOWED);
+    assert.equal(result.outcome, 'denied');
+    assert.match(
+      result.review.response.status!.message,
+      /secret-agent\.io\/inject: the pod’s volume spec\.volumes\[0\] is named "secret-agent-helpers", a name of the webhook’s volumes .*Fix: rename the volume and its mounts/,
     );
   });
 
@@ -1066,13 +1063,17 @@ describe('exec: references', () => {
       assert.ok(!mounts(agent).some((m) => m.mountPath === '/secret-agent/helpers'));
   });
 
-  it('a mount path over the helpers is refused', () => {
-    const result = admit(pod({ 'secret-agent.io/mount-path': '/secret-agent' }), ALLOWED);
-    assert.equal(result.outcome, 'denied');
-    assert.match(
-      result.review.response.status!.message,
-      /secret-agent\.io\/mount-path: "\/secret-agent" overlaps "\/secret-agent", where the agent container has the agent’s exec: helpers/,
-    );
+  it('a mount path at the helpers stays in the app containers: the agent’s secrets and helpers keep their own paths', () => {
+    const { agents, apps } = injected(pod({ 'secret-agent.io/mount-path': '/secret-agent' }), ALLOWED);
+    for (const agent of agents)
+      assert.deepEqual(mounts(agent), [
+        { name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' },
+        { name: 'secret-agent-helpers', mountPath: '/secret-agent/helpers', readOnly: true },
+      ]);
+    for (const app of apps)
+      assert.deepEqual(mounts(app), [
+        { name: 'secret-agent-secrets', mountPath: '/secret-agent', readOnly: true },
+      ]);
   });
 
   it('a reference that names a path is described by its shape, never quoted', () => {

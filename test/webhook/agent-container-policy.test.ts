@@ -3,12 +3,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AGENT_OWN_PATHS } from '../../webhook/parse/agent-container-policy.ts';
 import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
+import { HELPERS_MOUNT_PATH } from '../../webhook/exec-helpers-volume.ts';
+import { AGENT_SECRETS_DIR } from '../../webhook/injected-names.ts';
+import { normalPath } from '../../webhook/parse/mount-overlap.ts';
 import {
   admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
   decodePatch,
+  injectedPod,
   mutate,
   validatePod,
   type PodDoc,
@@ -67,7 +71,7 @@ describe('secret-agent.io/rotation-command: tenant code in the agent container',
 });
 
 describe('nothing is mounted over the agent container’s own paths', () => {
-  it('secret-agent.io/mount-path at, above or below one of the agent’s own paths is refused, naming what it would cover', () => {
+  it('secret-agent.io/mount-path at, above or below one of the agent’s own paths reaches the app containers only: the agent mounts the secrets at its own fixed path', () => {
     for (const mountPath of [
       '/app',
       '/app/secrets',
@@ -77,25 +81,29 @@ describe('nothing is mounted over the agent container’s own paths', () => {
       IRSA.dir,
       `${POD_IDENTITY.dir}/x`,
       '/var/run',
-      '/',
+      '/home/nonroot/.aws',
     ]) {
-      // No app container mounts anything: only the agent's own paths are in the way.
+      // No app container mounts anything: only the agent's own paths could be in the way.
       const pod = basicPod(
         { ...db, 'secret-agent.io/mount-path': mountPath },
         { automountServiceAccountToken: false },
       );
-      const result = admit(pod);
-      assert.equal(result.outcome, 'denied', mountPath);
-      const own = AGENT_OWN_PATHS.find((p) => overlaps(p.path, mountPath))!;
-      const message = result.review.response.status!.message;
-      assert.ok(
-        message.includes(
-          `secret-agent.io/mount-path: ${JSON.stringify(mountPath)} overlaps ${JSON.stringify(own.path)}, where the agent container has ${own.holds}`,
-        ),
-        message,
-      );
-      assert.match(message, /Fix: choose another mount path/);
+      const patched = injectedPod(pod, admit(pod));
+      const app = patched.spec.containers.find((c) => c.name === 'app')!;
+      assert.deepEqual(app.volumeMounts, [{ name: 'secret-agent-secrets', mountPath, readOnly: true }]);
+      assert.equal(containerEnv(app, patched).SECRETS_DIR, mountPath);
+      const agent = patched.spec.initContainers!.find((c) => c.image === AGENT_IMAGE)!;
+      assert.deepEqual(agent.volumeMounts, [{ name: 'secret-agent-secrets', mountPath: AGENT_SECRETS_DIR }]);
+      assert.equal(containerEnv(agent, patched).SECRETS_DIR, AGENT_SECRETS_DIR);
     }
+  });
+
+  it('the agent’s fixed secrets path covers none of its other own paths, nor the exec: helpers', () => {
+    assert.equal(AGENT_SECRETS_DIR, normalPath(AGENT_SECRETS_DIR));
+    assert.ok(!overlaps(AGENT_SECRETS_DIR, HELPERS_MOUNT_PATH));
+    for (const own of AGENT_OWN_PATHS)
+      if (own.path !== '/secret-agent')
+        assert.ok(!overlaps(AGENT_SECRETS_DIR, own.path), `${AGENT_SECRETS_DIR} over ${own.path}`);
   });
 
   it('whatever a pod asks for, every agent mount is the webhook’s, and none covers another', () => {
@@ -160,10 +168,13 @@ describe('nothing is mounted over the agent container’s own paths', () => {
           EXEC_HELPERS_VOLUME: '{"configMap":{"name":"secret-agent-helpers"}}',
           NATIVE_SIDECARS: String(c.native),
         });
-        const coversOwn = c.mountPath === '/nodejs' || c.mountPath.startsWith('/app');
-        if (coversOwn) {
+        // The app's own mount at /nodejs is in the way in the app container; nothing in the agent's is.
+        if (c.mountPath === '/nodejs') {
           assert.equal(result.outcome, 'denied');
-          assert.match(result.review.response.status!.message, /secret-agent\.io\/mount-path: .* overlaps/);
+          assert.match(
+            result.review.response.status!.message,
+            /secret-agent\.io\/mount-path: "\/nodejs" overlaps the mount "\/nodejs" of container "app"/,
+          );
           return;
         }
         assert.equal(result.outcome, 'injected', result.review.response.status?.message);
@@ -173,6 +184,9 @@ describe('nothing is mounted over the agent container’s own paths', () => {
           (x) => x.image === AGENT_IMAGE,
         )) {
           const mounts = (agent.volumeMounts ?? []) as { name: string; mountPath: string }[];
+          assert.ok(
+            mounts.some((m) => m.name === 'secret-agent-secrets' && m.mountPath === AGENT_SECRETS_DIR),
+          );
           for (const m of mounts) {
             assert.ok(
               [

@@ -68,7 +68,7 @@ describe('who can read the files: one known uid, the agent runs as it and files 
       seccompProfile: { type: 'RuntimeDefault' },
     };
     const out = admitted(basicPod(REF, { containers: [container('app', restricted)] }));
-    assert.deepEqual(out.agent, { runAsUser: 1000 });
+    assert.deepEqual(out.agent, { runAsUser: 1000, runAsGroup: 65532 });
     assert.equal(out.fileMode, 0o400);
     assert.equal(out.supplementalGroups, undefined);
     assert.deepEqual(out.warnings, []);
@@ -82,7 +82,7 @@ describe('who can read the files: one known uid, the agent runs as it and files 
         containers: [container('app', { runAsUser: 101 })],
       }),
     );
-    assert.deepEqual(out.agent, { runAsUser: 101 });
+    assert.deepEqual(out.agent, { runAsUser: 101, runAsGroup: 65532 });
     assert.equal(out.fileMode, 0o400);
     assert.deepEqual(out.warnings, []);
   });
@@ -105,7 +105,7 @@ describe('who can read the files: one known uid, the agent runs as it and files 
         { securityContext: { runAsUser: 1000, fsGroup: 2000 } },
       ),
     );
-    assert.deepEqual(out.agent, { runAsUser: 1000 });
+    assert.deepEqual(out.agent, { runAsUser: 1000, runAsGroup: 65532 });
     assert.equal(out.fileMode, 0o440);
     assert.deepEqual(out.warnings, []);
   });
@@ -223,5 +223,35 @@ describe('who can read the files: a chosen mode no reader could read through is 
       message,
       /secret-agent\.io\/file-mode-db: "0600" lets only the file’s owner read it, but container "app" sets no runAsUser/,
     );
+  });
+});
+
+describe('the agent never runs with group 0', () => {
+  it('a pod-wide runAsGroup 0 is neutralised: the agent sets a group of its own, never 0', () => {
+    for (const spec of [
+      { securityContext: { runAsUser: 1000, runAsGroup: 0 }, containers: [container('app')] },
+      { containers: [container('app', { runAsUser: 1000, runAsGroup: 0 })] },
+      { securityContext: { runAsGroup: 0 }, containers: [container('app'), container('proxy')] },
+      // No runAsGroup anywhere: left to the runtime, a uid the image's passwd lacks gets group 0.
+      { containers: [container('app', { runAsUser: 1000 })] },
+    ]) {
+      const out = admitted(basicPod(REF, spec));
+      assert.ok(out.agent.runAsGroup !== undefined && out.agent.runAsGroup > 0, JSON.stringify(spec));
+    }
+  });
+
+  it('fsGroup 0 or a supplementalGroups 0, which reach the agent too, is refused naming the field and the fix', () => {
+    for (const [securityContext, field] of [
+      [{ runAsUser: 1000, fsGroup: 0 }, 'spec.securityContext.fsGroup'],
+      [{ runAsUser: 1000, supplementalGroups: [3000, 0] }, 'spec.securityContext.supplementalGroups'],
+    ] as const) {
+      const message = refused(basicPod(REF, { securityContext, containers: [container('app')] }));
+      assert.ok(
+        message.includes(
+          `secret-agent.io/inject: ${field} gives every container, the agent included, group 0 (root’s), which the agent never runs with. Fix: remove 0 from ${field}`,
+        ),
+        message,
+      );
+    }
   });
 });

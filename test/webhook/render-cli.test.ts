@@ -581,7 +581,7 @@ describe('render: settings', () => {
     );
     assert.deepEqual(
       agentsOf(pod).map((c) => (c.volumeMounts as { mountPath: string }[]).map((m) => m.mountPath)),
-      [['/etc/secrets', '/secret-agent/helpers']],
+      [['/secret-agent/secrets', '/secret-agent/helpers']],
     );
   });
 

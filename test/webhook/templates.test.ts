@@ -291,12 +291,14 @@ describe('rotation annotations', () => {
       const holdSeconds = sentinel.holdMs / 1000;
       assert.ok(probe.periodSeconds * probe.failureThreshold < holdSeconds, 'fails while the file is there');
       assert.ok(probe.initialDelaySeconds > holdSeconds, 'first probed after the file is gone');
-      // The probe looks where the app sees the file: the mount path, then the sentinel path.
-      assert.ok(probe.exec.command.join(' ').includes(`${config.secretsDir}/${sentinel.path}`));
-      const mount = (app.volumeMounts as { mountPath: string; readOnly?: boolean }[]).find(
-        (m) => m.mountPath === config.secretsDir,
-      );
-      assert.equal(mount?.readOnly, true, 'the app cannot remove the file: the agent does');
+      // The probe looks where the app sees the file: its mount of the secrets volume (the agent
+      // writes the same volume at its own path), then the sentinel path.
+      const mount = (app.volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).find(
+        (m) => m.name === 'secret-agent-secrets',
+      )!;
+      assert.equal(mount.mountPath, annotations[`${P}mount-path`] ?? '/etc/secrets');
+      assert.ok(probe.exec.command.join(' ').includes(`${mount.mountPath}/${sentinel.path}`));
+      assert.equal(mount.readOnly, true, 'the app cannot remove the file: the agent does');
     }
   });
 

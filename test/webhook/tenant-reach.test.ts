@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import assert from 'node:assert/strict';
+import { SDK_CONFIG_ENV } from '../../agent/contract/sdk-config-env.ts';
 import { describe, it } from 'node:test';
 import { POD_ANNOTATIONS, type PodAnnotationName } from '../../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../../webhook/annotations/annotation.ts';
@@ -116,6 +117,11 @@ function agentEnvs(annotations: Record<string, string>): Record<string, string |
 
 function checkReach(env: Record<string, string | undefined>): void {
   for (const [name, value] of Object.entries(env)) {
+    // HOME and the SDKs' config files point nowhere, whatever the pod says: the webhook's fixed values.
+    if (Object.hasOwn(SDK_CONFIG_ENV, name)) {
+      assert.equal(value, SDK_CONFIG_ENV[name], `${name} is the webhook's`);
+      continue;
+    }
     if (name in CLUSTER_ONLY) assert.equal(value, CLUSTER_ONLY[name], `${name} is the cluster's`);
     else assert.ok(POD_SETTABLE.has(name) || WEBHOOK_OWN.test(name), `${name} reached the agent`);
     if (NEVER.test(name) && name !== 'NODE_OPTIONS' && !(name in CLUSTER_ONLY))

@@ -86,6 +86,8 @@ function containerView(c: Record<string, unknown>): ContainerShape {
     name: c.name as string,
     env: listView(c.env, (e): ListedItem<ContainerShape['env']> => ({ name: e.name, value: e.value })),
     volumeMounts: listView(c.volumeMounts, (m): ListedItem<ContainerShape['volumeMounts']> => ({
+      // Only the webhook's names: a mount of the token volume names kube-api-access-<random>.
+      name: isOwnVolumeName(m.name) ? m.name : undefined,
       mountPath: m.mountPath,
     })),
     ports: listView(c.ports, (p): ListedItem<ContainerShape['ports']> => ({
@@ -110,10 +112,12 @@ function containerView(c: Record<string, unknown>): ContainerShape {
  * the admission cache nothing to share.
  */
 function isComparedVolumeName(name: unknown): name is string {
-  return (
-    typeof name === 'string' &&
-    (name.startsWith(OWN_VOLUME_PREFIX) || name === IRSA.volume || name === POD_IDENTITY.volume)
-  );
+  return isOwnVolumeName(name) || name === IRSA.volume || name === POD_IDENTITY.volume;
+}
+
+/** A name of the webhook's volumes, which no volume or mount of the pod may take (parse/app-containers.ts). */
+function isOwnVolumeName(name: unknown): name is string {
+  return typeof name === 'string' && name.startsWith(OWN_VOLUME_PREFIX);
 }
 
 function volumeView(v: Record<string, unknown>): VolumeShape {

@@ -1,6 +1,7 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../../agent/contract/reference.ts';
 import { DNS_LABEL } from '../kubernetes-names.ts';
+import { normalPath } from '../parse/mount-overlap.ts';
 
 /**
  * The parsers of annotation values: each checks the text and throws a ConfigError naming the
@@ -23,6 +24,10 @@ export function injectionMode(text: string, field: string): InjectionMode {
   throw new ConfigError(field, `${quote(text)} is not an injection mode`, `use one of ${MODES.join(', ')}`);
 }
 
+/**
+ * An absolute path without `..` segments, in its normal form (parse/mount-overlap.ts): `//`, `.`
+ * segments and a trailing `/` mean nothing to the kernel, so nothing downstream sees them.
+ */
 export function absolutePath(text: string, field: string): string {
   if (!text.startsWith('/') || text.length > 1024 || /[\0\n\\:]/.test(text) || text.split('/').includes('..'))
     throw new ConfigError(
@@ -30,7 +35,44 @@ export function absolutePath(text: string, field: string): string {
       `${quote(text)} is not an absolute path without .. segments`,
       'use an absolute path such as /etc/secrets',
     );
-  return text.length > 1 ? text.replace(/\/+$/, '') : text;
+  return normalPath(text);
+}
+
+/**
+ * The longest `secret-agent.io/mount-path` taken, in UTF-8 bytes: real mount paths are a few dozen,
+ * and every refusal or warning that quotes one stays a bounded size (webhook/limits.ts).
+ */
+export const MAX_MOUNT_PATH_BYTES = 256;
+
+/** What a mount path may be made of: no space, control or look-alike character to hide a path behind. */
+const MOUNT_PATH_CHARS = /^[A-Za-z0-9._~+=,@/-]+$/;
+
+/**
+ * `secret-agent.io/mount-path`: an absolutePath, at most MAX_MOUNT_PATH_BYTES, of plain ASCII, and
+ * not `/` (the volume would cover the whole container).
+ */
+export function mountPath(text: string, field: string): string {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_MOUNT_PATH_BYTES)
+    throw new ConfigError(
+      field,
+      `is ${bytes} bytes long, over the ${MAX_MOUNT_PATH_BYTES} a mount path may have`,
+      'use a short absolute path such as /etc/secrets',
+    );
+  if (!MOUNT_PATH_CHARS.test(text))
+    throw new ConfigError(
+      field,
+      `${quote(text)} has a character other than ASCII letters, digits and . _ ~ + = , @ - /`,
+      'use a plain absolute path such as /etc/secrets',
+    );
+  const path = absolutePath(text, field);
+  if (path === '/')
+    throw new ConfigError(
+      field,
+      `${quote(text)} is the container’s root: the volume would cover everything in it`,
+      'use a directory of its own such as /etc/secrets',
+    );
+  return path;
 }
 
 export function containerList(text: string, field: string): readonly string[] {
@@ -63,6 +105,52 @@ export function quantity(text: string, field: string): string {
     );
   return text;
 }
+
+/** Kubernetes quantity suffixes, as multipliers of one unit (a byte, a core). */
+const UNIT: Record<string, number> = {
+  '': 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+  Ti: 1024 ** 4,
+};
+
+/** A quantity (as `quantity` accepts it) in its base unit; NaN when unreadable. */
+export function quantityValue(text: string): number {
+  const m = QUANTITY.exec(text);
+  return m ? Number(m[1]) * UNIT[m[2] ?? '']! : NaN;
+}
+
+/**
+ * The most an agent's memory request or limit, or its secrets volume, may be: the agent works in
+ * about 30 MiB, so past this a value is a typo or an attack, and 999999999999999Ti would render a
+ * NODE_OPTIONS heap cap Node refuses to start with. 64 GiB leaves a heap cap Node takes.
+ */
+export const MAX_MEMORY_QUANTITY = '64Gi';
+/** The most CPU an agent may request or be limited to, in cores: it uses under a millicore when idle. */
+export const MAX_CPU_QUANTITY = '64';
+
+/** A quantity no larger than `max` (a quantity itself), the fix saying what it is for. */
+function boundedQuantity(max: string, what: string) {
+  return (text: string, field: string): string => {
+    quantity(text, field);
+    if (quantityValue(text) > quantityValue(max))
+      throw new ConfigError(
+        field,
+        `${quote(text)} is more than the ${max} ${what} may be`,
+        `write at most ${max}; the agent needs a few tens of MiB and millicores (docs/webhook.md, What a pod costs)`,
+      );
+    return text;
+  };
+}
+
+export const memoryQuantity = boundedQuantity(MAX_MEMORY_QUANTITY, 'agent memory or secrets volume');
+export const cpuQuantity = boundedQuantity(MAX_CPU_QUANTITY, 'agent CPU');
 
 /** A uid or gid other than root's: `what` names it in the error, `why` says in the fix why not 0. */
 function nonRootId(what: string, why: string) {

@@ -2,7 +2,8 @@ import { duration, nonEmpty, oneOf, setting } from '../../agent/contract/setting
 import {
   absolutePath,
   groupId,
-  quantity,
+  cpuQuantity,
+  memoryQuantity,
   userId,
   vaultAuthMethod,
   vaultNamespace,
@@ -133,7 +134,7 @@ export const WEBHOOK_SETTINGS = {
   AGENT_CPU_REQUEST: setting({
     default: DEFAULT_CPU_REQUEST,
     doc: `Default agent CPU request: the share that gets the slowest start measured (${MEASURED.startCpuSeconds} CPU-s) done within INIT_DEADLINE on a node whose CPU is all taken; the steady state uses ~${MEASURED.steadyCpuMillicores}m (docs/webhook.md, What a pod costs).`,
-    parse: quantity,
+    parse: cpuQuantity,
   }),
   AGENT_CPU_LIMIT: setting({
     default: '',
@@ -143,17 +144,17 @@ export const WEBHOOK_SETTINGS = {
   AGENT_MEMORY_REQUEST: setting({
     default: DEFAULT_MEMORY_REQUEST,
     doc: `Default agent memory request: the largest steady-state working set measured (${MEASURED.steadyWorkingSetMiB} MiB: 100 GCP secrets and an HTTP notifier) and a quarter more. What the node counts (usage − inactive file), not RSS, which counts the Node binary shared by every agent (docs/webhook.md, What a pod costs).`,
-    parse: quantity,
+    parse: memoryQuantity,
   }),
   AGENT_MEMORY_LIMIT: setting({
     default: DEFAULT_MEMORY_LIMIT,
     doc: `Default agent memory limit: a tenth over the ${MEASURED.worstCaseCleanLimitMiB}Mi under which the worst case measured (the first agent on a node, 100 GCP secrets, rotations) barely thrashes. The agent’s V8 heap cap (NODE_OPTIONS) is the limit less the volume’s size and ${OUTSIDE_HEAP_RESERVE_MIB} MiB for the rest, so the heap gives out before the limit.`,
-    parse: quantity,
+    parse: memoryQuantity,
   }),
   SECRETS_VOLUME_SIZE_LIMIT: setting({
     default: '8Mi',
     doc: 'Default sizeLimit of the memory-medium secrets volume.',
-    parse: quantity,
+    parse: memoryQuantity,
   }),
   AGENT_AWS_REGION: setting({
     default: undefined,

@@ -1,13 +1,14 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
-import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../injected-names.ts';
+import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { podContainers, type ContainerShape, type PodShape } from '../pod-shape.ts';
 import { mountsOverlap } from './mount-overlap.ts';
 
 /**
  * The pod's own containers against what the webhook adds to them: no container takes an agent
- * container's name, `containers` names containers the pod has, and the secrets volume's mount path
- * overlaps none of the mounts of those that get it.
+ * container's name, no volume or mount takes the name of the webhook's volumes, `containers` names
+ * containers the pod has, and the secrets volume's mount path overlaps none of the mounts of those
+ * that get it.
  */
 
 export interface AppContainers {
@@ -33,6 +34,7 @@ export function checkAppContainers(
           'rename that container; the webhook adds it',
         ),
       );
+  errors.push(...ownVolumeNameErrors(pod));
   if (containers) {
     const unknown = containers.filter((n) => !allContainers.some((c) => c.name === n));
     if (unknown.length)
@@ -61,4 +63,40 @@ export function checkAppContainers(
     }
   }
   return { mounting: selected, errors };
+}
+
+/**
+ * A container of the pod that mounts one of the webhook's volumes by name would get it whatever
+ * `containers` says, read-write, and could write what the agent reads or runs (its helpers, the
+ * files); a volume of the pod's by that name would be one the webhook does not control. Any name
+ * starting with OWN_VOLUME_PREFIX is the webhook's.
+ */
+function ownVolumeNameErrors(pod: PodShape): ConfigError[] {
+  const errors: ConfigError[] = [];
+  const own = (name: unknown): name is string =>
+    typeof name === 'string' && name.startsWith(OWN_VOLUME_PREFIX);
+  (pod.spec.volumes ?? []).forEach((v, i) => {
+    if (own(v.name))
+      errors.push(
+        new ConfigError(
+          `${PREFIX}inject`,
+          `the pod’s volume spec.volumes[${i}] is named ${quote(v.name)}, a name of the webhook’s volumes (they start with ${quote(OWN_VOLUME_PREFIX)})`,
+          `rename the volume and its mounts; the webhook adds its own ${quote(`${OWN_VOLUME_PREFIX}-secrets`)}`,
+        ),
+      );
+  });
+  for (const field of ['initContainers', 'containers'] as const)
+    (pod.spec[field] ?? []).forEach((c, i) =>
+      (c.volumeMounts ?? []).forEach((m, j) => {
+        if (own(m.name))
+          errors.push(
+            new ConfigError(
+              `${PREFIX}inject`,
+              `container ${quote(c.name)} mounts ${quote(m.name)} (spec.${field}[${i}].volumeMounts[${j}]), a volume of the webhook’s, which it would get read-write whatever ${PREFIX}containers says`,
+              `remove that mount: the containers ${PREFIX}containers selects (all by default) get the secrets read-only at ${PREFIX}mount-path`,
+            ),
+          );
+      }),
+    );
+  return errors;
 }

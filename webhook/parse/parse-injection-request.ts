@@ -38,8 +38,8 @@ export function parseInjectionRequest(
 
   const app = checkAppContainers(pod, containers, mountPath);
   errors.push(...app.errors);
-  const agentContainer = { mountPath, rotationCommand: values.pod.has('rotation-command') };
-  errors.push(...checkAgentContainer(agentContainer, defaults.allowRotationCommand, errors));
+  const agentContainer = { rotationCommand: values.pod.has('rotation-command') };
+  errors.push(...checkAgentContainer(agentContainer, defaults.allowRotationCommand));
   const completion = runToCompletion(
     pod,
     mode,

@@ -60,23 +60,24 @@ export function planFileAccess(input: FileAccessInput): FileAccessPlan {
   const uids = new Set(users.map((u) => u.uid));
   const [onlyUid] = uids;
 
+  const rootGroup = rootGroupErrors(podContext);
+  // The agent's group is always set and never 0: left to the runtime, a pod's runAsGroup: 0, or a uid
+  // the image's passwd does not list, gives it root's group.
+  const ownGroup = commonGid !== undefined && commonGid !== 0 ? commonGid : defaults.fileGroup;
+
   // Nobody reads: nothing to share (a pod whose `containers` names none of its own).
   if (users.length === 0)
     return {
-      access: { runAsUser: agentUser ?? defaults.runAsUser, sharing: 'owner' },
+      access: { runAsUser: agentUser ?? defaults.runAsUser, runAsGroup: ownGroup, sharing: 'owner' },
       warnings: [],
-      errors: [],
+      errors: rootGroup,
     };
 
   if (uids.size === 1 && onlyUid !== undefined && onlyUid !== 0 && (agentUser ?? onlyUid) === onlyUid)
     return {
-      access: {
-        runAsUser: onlyUid,
-        ...(commonGid !== undefined ? { runAsGroup: commonGid } : {}),
-        sharing: 'owner',
-      },
+      access: { runAsUser: onlyUid, runAsGroup: ownGroup, sharing: 'owner' },
       warnings: [],
-      errors: [],
+      errors: rootGroup,
     };
 
   const why = ownerImpossible(users, agentUser);
@@ -85,7 +86,7 @@ export function planFileAccess(input: FileAccessInput): FileAccessPlan {
     ? (podContext.supplementalGroups as unknown[]).map(id)
     : [];
   const [group, source, add] =
-    fsGroup !== undefined
+    fsGroup !== undefined && fsGroup !== 0
       ? [fsGroup, 'the pod’s fsGroup', false]
       : commonGid !== undefined && commonGid !== 0
         ? [commonGid, 'the runAsGroup of every container that mounts them', false]
@@ -97,16 +98,7 @@ export function planFileAccess(input: FileAccessInput): FileAccessPlan {
             !supplemental.includes(defaults.fileGroup),
           ];
 
-  const errors = input.chosenModes
-    .filter((m) => (m.mode & 0o040) === 0)
-    .map(
-      (m) =>
-        new ConfigError(
-          m.annotation,
-          `${quote(m.text)} lets only the file’s owner read it, but ${why}: no single owner can be every reader`,
-          `use ${SHARED_FILE_MODE} (the files are then shared through group ${group}, ${source}), or run every container that mounts the secrets as one non-root uid (securityContext.runAsUser)`,
-        ),
-    );
+  const errors = [...rootGroup, ...modeErrors(input.chosenModes, why, group, source)];
   const podMode = input.chosenModes.find((m) => m.annotation === `${PREFIX}file-mode`);
   const mode = podMode?.text ?? SHARED_FILE_MODE;
   return {
@@ -122,6 +114,43 @@ export function planFileAccess(input: FileAccessInput): FileAccessPlan {
     ],
     errors,
   };
+}
+
+/** A chosen mode without the group's read bit, where the files must be shared through a group. */
+function modeErrors(modes: readonly ChosenMode[], why: string, group: number, source: string): ConfigError[] {
+  return modes
+    .filter((m) => (m.mode & 0o040) === 0)
+    .map(
+      (m) =>
+        new ConfigError(
+          m.annotation,
+          `${quote(m.text)} lets only the file’s owner read it, but ${why}: no single owner can be every reader`,
+          `use ${SHARED_FILE_MODE} (the files are then shared through group ${group}, ${source}), or run every container that mounts the secrets as one non-root uid (securityContext.runAsUser)`,
+        ),
+    );
+}
+
+/**
+ * The pod's fsGroup and supplementalGroups are every container's, the agent's too, and no container
+ * field takes them away: 0 there would give the agent, which holds the pod's backend credentials,
+ * root's group. A pod-wide runAsGroup: 0 is not refused: the agent sets its own.
+ */
+function rootGroupErrors(context: PodShape['spec']['securityContext']): ConfigError[] {
+  const supplemental = Array.isArray(context?.supplementalGroups)
+    ? (context.supplementalGroups as unknown[])
+    : [];
+  const fields = [
+    ...(id(context?.fsGroup) === 0 ? ['spec.securityContext.fsGroup'] : []),
+    ...(supplemental.some((g) => id(g) === 0) ? ['spec.securityContext.supplementalGroups'] : []),
+  ];
+  return fields.map(
+    (field) =>
+      new ConfigError(
+        `${PREFIX}inject`,
+        `${field} gives every container, the agent included, group 0 (root’s), which the agent never runs with`,
+        `remove 0 from ${field}: to share files with a group, use a non-root gid such as 1000`,
+      ),
+  );
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   AGENT_CONTAINER,
   AGENT_INIT_CONTAINER,
   AGENT_PORT_NAME,
+  AGENT_SECRETS_DIR,
   VAULT_CLIENT_CERT_DIR,
 } from '../injected-names.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
@@ -99,7 +100,8 @@ export function renderAgentContainers(
     imagePullPolicy: defaults.imagePullPolicy,
     env: renderAgentEnv(request, mode).env,
     volumeMounts: [
-      { name: volumeName, mountPath: request.mountPath },
+      // The webhook's path, not the pod's mount-path: nothing a pod chooses lands in the agent's tree.
+      { name: volumeName, mountPath: AGENT_SECRETS_DIR },
       ...helpersMount,
       ...request.identityMounts,
       ...(clientCertVolume
@@ -110,7 +112,7 @@ export function renderAgentContainers(
     securityContext: {
       runAsNonRoot: true,
       runAsUser: request.fileAccess.runAsUser,
-      ...(request.fileAccess.runAsGroup !== undefined ? { runAsGroup: request.fileAccess.runAsGroup } : {}),
+      runAsGroup: request.fileAccess.runAsGroup,
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },

@@ -1,7 +1,9 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import { SDK_CONFIG_ENV } from '../../agent/contract/sdk-config-env.ts';
 import { nodeOptions } from '../agent-sizing.ts';
+import { AGENT_SECRETS_DIR } from '../injected-names.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 
 /** A container env entry as the Pod API takes it. */
@@ -29,7 +31,7 @@ export interface RenderedAgentEnv {
 export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): RenderedAgentEnv {
   const sources = new Map<string, string>();
   const fixed = (name: keyof typeof AGENT_SETTINGS, value: string): EnvVar => ({ name, value });
-  const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', request.mountPath)];
+  const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', AGENT_SECRETS_DIR)];
   for (const s of request.agentSettings) {
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
@@ -57,6 +59,8 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
     env.push(e);
   }
   env.push(...request.providerEnv);
+  // No SDK reads a config or credentials file a pod could have put in reach (agent/contract/sdk-config-env.ts).
+  for (const [name, value] of Object.entries(SDK_CONFIG_ENV)) env.push({ name, value });
   env.push({
     name: 'NODE_OPTIONS',
     value: nodeOptions(request.resources.limits.memory, request.volumeSizeLimit),

@@ -12,17 +12,10 @@ import { renderAgentContainers } from './agent-containers.ts';
 
 /** The env var app containers read to find the files. */
 export const SECRETS_DIR_ENV = 'SECRETS_DIR';
-// Each starts with OWN_VOLUME_PREFIX: the pod view keeps only such names (and EKS's) to compare against.
+// Each starts with OWN_VOLUME_PREFIX, which no volume or mount of the pod may use (parse/app-containers.ts).
 const VOLUME_NAME = `${OWN_VOLUME_PREFIX}-secrets`;
 const HELPERS_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-helpers`;
 const CLIENT_CERT_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-vault-client`;
-
-/** A volume name the pod does not use yet: the base name, else the base name with a number. */
-export function chooseVolumeName(pod: PodShape, base = VOLUME_NAME): string {
-  const taken = new Set((pod.spec.volumes ?? []).map((v) => v.name));
-  if (!taken.has(base)) return base;
-  for (let i = 1; ; i++) if (!taken.has(`${base}-${i}`)) return `${base}-${i}`;
-}
 
 /**
  * The JSON Patch that injects a request into a pod. Order matters: existing init containers are
@@ -34,15 +27,13 @@ export function renderPodPatch(
   defaults: InjectionDefaults,
 ): PatchOperation[] {
   const ops: PatchOperation[] = [];
-  const volumeName = chooseVolumeName(pod);
+  const volumeName = VOLUME_NAME;
   const wanted = (c: ContainerShape) =>
     request.containers === undefined || request.containers.includes(c.name);
 
-  const helpersVolumeName = request.execHelpers ? chooseVolumeName(pod, HELPERS_VOLUME_NAME) : undefined;
+  const helpersVolumeName = request.execHelpers ? HELPERS_VOLUME_NAME : undefined;
   // The client certificate's key goes to the agent container only, never to the app's.
-  const clientCertVolume = request.vaultClientCertSecret
-    ? chooseVolumeName(pod, CLIENT_CERT_VOLUME_NAME)
-    : undefined;
+  const clientCertVolume = request.vaultClientCertSecret ? CLIENT_CERT_VOLUME_NAME : undefined;
   const volumes: Record<string, unknown>[] = [
     { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
     // The helpers of exec: references, for the agent containers only (renderAgentContainers mounts it).

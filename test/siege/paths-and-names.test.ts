@@ -1,0 +1,350 @@
+/**
+ * Issue 30 ("Siege"), paths and names: what a tenant who can create pods in its own namespace sends,
+ * through the real admission code (the AdmissionReview's JSON text, decoded as the server does). Each
+ * trick is refused naming the field, or provably neutralised: the patch is read back, schema-checked,
+ * and the agent container is shown to mount only the webhook's volumes at the webhook's paths, with a
+ * non-zero group and HOME and the SDKs' config files pointing nowhere.
+ */
+import fc from 'fast-check';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { SDK_CONFIG_ENV } from '../../agent/contract/sdk-config-env.ts';
+import { MAX_CPU_QUANTITY, MAX_MEMORY_QUANTITY } from '../../webhook/annotations/values.ts';
+import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
+import { HELPERS_MOUNT_PATH } from '../../webhook/exec-helpers-volume.ts';
+import { AGENT_SECRETS_DIR, VAULT_CLIENT_CERT_DIR } from '../../webhook/injected-names.ts';
+import { normalPath } from '../../webhook/parse/mount-overlap.ts';
+import { MOTO_ENV } from '../support/moto.ts';
+import { memoryDir, ROOT, runAgent } from '../support/run-agent.ts';
+import {
+  admitThroughWebhook,
+  AGENT_IMAGE,
+  basicPod,
+  containerEnv,
+  injectedPod,
+  type PodDoc,
+} from '../webhook/fixtures.ts';
+
+const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
+const DB = { 'secret-agent.io/secret-db': 'aws:prod/db' };
+/** Every volume the webhook may add, and where the agent container mounts each. */
+const AGENT_MOUNTS: Readonly<Record<string, string>> = {
+  'secret-agent-secrets': AGENT_SECRETS_DIR,
+  'secret-agent-helpers': HELPERS_MOUNT_PATH,
+  'secret-agent-vault-client': VAULT_CLIENT_CERT_DIR,
+  [IRSA.volume]: IRSA.dir,
+  [POD_IDENTITY.volume]: POD_IDENTITY.dir,
+};
+
+type Container = Record<string, unknown>;
+const agentsOf = (pod: PodDoc): Container[] =>
+  [...(pod.spec.initContainers ?? []), ...pod.spec.containers].filter((c) => c.image === AGENT_IMAGE);
+const mountsOf = (c: Container) => (c.volumeMounts ?? []) as { name: string; mountPath: string }[];
+
+/** What must hold of every agent container of an injected pod, whatever the pod asked for. */
+function assertAgentsNeutral(pod: PodDoc): void {
+  const agents = agentsOf(pod);
+  assert.ok(agents.length > 0, 'the pod has an agent');
+  for (const agent of agents) {
+    for (const m of mountsOf(agent)) assert.equal(m.mountPath, AGENT_MOUNTS[m.name], `agent mount ${m.name}`);
+    assert.ok(mountsOf(agent).some((m) => m.name === 'secret-agent-secrets'));
+    const context = agent.securityContext as { runAsUser: number; runAsGroup: number };
+    assert.ok(context.runAsUser > 0, 'never root');
+    assert.ok(Number.isInteger(context.runAsGroup) && context.runAsGroup > 0, 'never group 0');
+    const env = containerEnv(agent, pod);
+    assert.equal(env.SECRETS_DIR, AGENT_SECRETS_DIR);
+    for (const [name, value] of Object.entries(SDK_CONFIG_ENV)) assert.equal(env[name], value, name);
+  }
+}
+
+function denial(pod: PodDoc, env: Record<string, string> = {}): string {
+  const result = admitThroughWebhook(pod, { ...CLUSTER, ...env });
+  assert.equal(result.outcome, 'denied', JSON.stringify(pod.metadata.annotations));
+  return result.review.response.status!.message;
+}
+
+describe('siege: mount-path tricks', () => {
+  // Admitted tricks land in the app containers only, in their normal form; the agent keeps its own path.
+  const neutralised = [
+    '/./app',
+    '//app',
+    '//nodejs',
+    '/app/',
+    '/app/.',
+    '/app//',
+    '/home/nonroot/.aws',
+    '/nonexistent/.aws',
+    '/secret-agent',
+    '/secret-agent/secrets',
+    '/var//run/secrets/kubernetes.io/serviceaccount',
+    `/${'a'.repeat(254)}`,
+  ];
+  for (const mountPath of neutralised)
+    it(`${JSON.stringify(mountPath.slice(0, 60))}: the app sees ${JSON.stringify(normalPath(mountPath).slice(0, 60))}, the agent its own path`, () => {
+      const pod = basicPod(
+        { ...DB, 'secret-agent.io/mount-path': mountPath },
+        { automountServiceAccountToken: false },
+      );
+      const patched = injectedPod(pod, admitThroughWebhook(pod, CLUSTER));
+      assertAgentsNeutral(patched);
+      const app = patched.spec.containers.find((c) => c.name === 'app')!;
+      assert.deepEqual(mountsOf(app), [
+        { name: 'secret-agent-secrets', mountPath: normalPath(mountPath), readOnly: true },
+      ]);
+      assert.equal(containerEnv(app, patched).SECRETS_DIR, normalPath(mountPath));
+    });
+
+  const refused: [string, RegExp][] = [
+    ['/', /is the container’s root/],
+    ['///', /is the container’s root/],
+    ['/app/../app', /is not an absolute path without \.\. segments/],
+    ['app', /is not an absolute path/],
+    ['/app ', /has a character other than ASCII letters/],
+    ['/app\t', /has a character other than ASCII letters/],
+    ['/app\u200b', /has a character other than ASCII letters/],
+    ['\uff0fapp', /has a character other than ASCII letters/],
+    ['/ap\u0070\u0301', /has a character other than ASCII letters/],
+    ['/app:/x', /has a character other than ASCII letters/],
+    [`/${'a'.repeat(256)}`, /is 257 bytes long, over the 256 a mount path may have/],
+    [`/${'é'.repeat(200)}`, /bytes long, over the 256 a mount path may have/],
+  ];
+  for (const [mountPath, problem] of refused)
+    it(`${JSON.stringify(mountPath.slice(0, 40))} is refused naming secret-agent.io/mount-path`, () => {
+      const message = denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }));
+      assert.match(message, new RegExp(`secret-agent\\.io/mount-path: .*${problem.source}`));
+      // Bounded: a long path is described by its length, never echoed whole.
+      assert.ok(message.length < 1000, `${message.length} characters`);
+    });
+
+  it('the app’s own mounts are compared in their normal form: //etc/secrets/ clashes with /etc/secrets, and the other way round', () => {
+    for (const [own, mountPath] of [
+      ['//etc/secrets/', '/etc/secrets'],
+      ['/etc/./secrets', '/etc//secrets/'],
+      ['/etc/x/../secrets', '/etc/secrets/sub'],
+      ['/var/run/secrets/kubernetes.io/serviceaccount', '/var//run/secrets/kubernetes.io/serviceaccount/'],
+    ] as const) {
+      const pod = basicPod(
+        { ...DB, 'secret-agent.io/mount-path': mountPath },
+        {
+          containers: [
+            { name: 'app', image: 'app:1', volumeMounts: [{ name: 'kube-api-access-x1', mountPath: own }] },
+          ],
+          volumes: [{ name: 'kube-api-access-x1', emptyDir: {} }],
+        },
+      );
+      assert.match(
+        denial(pod),
+        /secret-agent\.io\/mount-path: .* overlaps the mount .* of container "app"/,
+        own,
+      );
+    }
+  });
+
+  it('property: any spelling of an agent’s own path is refused or reaches the app containers only', () => {
+    const own = [
+      '/app',
+      '/nodejs',
+      '/secret-agent',
+      '/secret-agent/secrets',
+      '/home/nonroot/.aws',
+      '/nonexistent',
+      IRSA.dir,
+    ];
+    const segment = fc.constantFrom('', '.', 'x/..');
+    const spelling = fc.record({
+      path: fc.constantFrom(...own),
+      insert: fc.array(segment, { maxLength: 4 }),
+      trailing: fc.constantFrom('', '/', '/.', '//'),
+      doubled: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(spelling, ({ path, insert, trailing, doubled }) => {
+        const parts = path.split('/').filter((p) => p !== '');
+        const spelt = `/${insert.join('/')}${insert.length ? '/' : ''}${parts.join(doubled ? '//' : '/')}${trailing}`;
+        const pod = basicPod(
+          { ...DB, 'secret-agent.io/mount-path': spelt },
+          { automountServiceAccountToken: false },
+        );
+        const result = admitThroughWebhook(pod, CLUSTER);
+        if (spelt.split('/').includes('..')) {
+          assert.equal(result.outcome, 'denied', spelt);
+          assert.match(result.review.response.status!.message, /secret-agent\.io\/mount-path: /);
+          return;
+        }
+        const patched = injectedPod(pod, result);
+        assertAgentsNeutral(patched);
+        const app = patched.spec.containers.find((c) => c.name === 'app')!;
+        assert.deepEqual(
+          mountsOf(app),
+          [{ name: 'secret-agent-secrets', mountPath: path, readOnly: true }],
+          spelt,
+        );
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('siege: the webhook’s volume names', () => {
+  const names = [
+    'secret-agent-secrets',
+    'secret-agent-helpers',
+    'secret-agent-vault-client',
+    'secret-agent-secrets-1',
+  ];
+  const shapes: Record<string, (name: string) => Partial<PodDoc['spec']>> = {
+    'an init container mounts it by name': (name) => ({
+      initContainers: [{ name: 'seed', image: 'busybox:1.36', volumeMounts: [{ name, mountPath: '/seed' }] }],
+    }),
+    'a container the pod excluded mounts it by name': (name) => ({
+      containers: [
+        { name: 'app', image: 'app:1' },
+        { name: 'other', image: 'other:1', volumeMounts: [{ name, mountPath: '/w' }] },
+      ],
+    }),
+    'a selected container mounts it by name, read-only': (name) => ({
+      containers: [
+        { name: 'app', image: 'app:1', volumeMounts: [{ name, mountPath: '/w', readOnly: true }] },
+      ],
+    }),
+    'the pod declares a volume by that name': (name) => ({ volumes: [{ name, emptyDir: {} }] }),
+  };
+  it('every shape, every name: refused, naming the name and the fix', () => {
+    for (const [shape, spec] of Object.entries(shapes))
+      for (const name of names) {
+        const pod = basicPod({ ...DB, 'secret-agent.io/containers': 'app' }, spec(name));
+        const message = denial(pod);
+        assert.ok(message.includes(`secret-agent.io/inject: `), `${shape}: ${message}`);
+        assert.ok(message.includes(JSON.stringify(name)), `${shape}: ${message}`);
+        assert.match(message, /Fix: (remove that mount|rename the volume)/, shape);
+      }
+  });
+});
+
+describe('siege: group 0', () => {
+  for (const native of ['true', 'false'])
+    it(`pod runAsGroup 0, with and without runAsUser: every agent container runs with a group of its own (native sidecars ${native})`, () => {
+      for (const securityContext of [
+        { runAsGroup: 0 },
+        { runAsUser: 1000, runAsGroup: 0 },
+        { runAsUser: 0, runAsGroup: 0 },
+      ]) {
+        const pod = basicPod(DB, { securityContext });
+        assertAgentsNeutral(
+          injectedPod(pod, admitThroughWebhook(pod, { ...CLUSTER, NATIVE_SIDECARS: native })),
+        );
+      }
+    });
+
+  it('fsGroup 0 and supplementalGroups with 0, which no container can shed, are refused', () => {
+    for (const securityContext of [
+      { fsGroup: 0 },
+      { supplementalGroups: [0] },
+      { runAsUser: 1000, supplementalGroups: [5, 0] },
+    ])
+      assert.match(
+        denial(basicPod(DB, { securityContext })),
+        /secret-agent\.io\/inject: spec\.securityContext\.(fsGroup|supplementalGroups) gives every container, the agent included, group 0/,
+      );
+  });
+});
+
+describe('siege: absurd resource quantities', () => {
+  const memory = ['agent-memory-limit', 'agent-memory-request', 'volume-size-limit'];
+  const cpu = ['agent-cpu-request', 'agent-cpu-limit'];
+  it('past the bound: refused naming the annotation, the bound and the fix', () => {
+    for (const [names, values, max] of [
+      [memory, ['999999999999999Ti', '65Gi', '70000000000', '1T'], MAX_MEMORY_QUANTITY],
+      [cpu, ['999999999999999', '65', '64001m'], MAX_CPU_QUANTITY],
+    ] as const)
+      for (const name of names)
+        for (const value of values) {
+          const message = denial(basicPod({ ...DB, [`secret-agent.io/${name}`]: value }));
+          assert.ok(
+            message.includes(`secret-agent.io/${name}: ${JSON.stringify(value)} is more than the ${max}`),
+            message,
+          );
+          assert.match(message, new RegExp(`Fix: write at most ${max}`));
+        }
+  });
+
+  it('at the bound: admitted, and the heap cap it renders is one Node starts with', () => {
+    const pod = basicPod({
+      ...DB,
+      'secret-agent.io/agent-memory-request': MAX_MEMORY_QUANTITY,
+      'secret-agent.io/agent-memory-limit': MAX_MEMORY_QUANTITY,
+      'secret-agent.io/agent-cpu-limit': MAX_CPU_QUANTITY,
+    });
+    const patched = injectedPod(pod, admitThroughWebhook(pod, CLUSTER));
+    for (const agent of agentsOf(patched)) {
+      const { NODE_OPTIONS } = containerEnv(agent, patched);
+      const run = spawnSync(process.execPath, ['-e', 'process.exit(0)'], {
+        env: { PATH: process.env.PATH, NODE_OPTIONS },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      assert.equal(run.status, 0, `${NODE_OPTIONS}: ${run.stderr}`);
+    }
+  });
+});
+
+describe('siege: the SDKs read no config file of their own', () => {
+  it('Dockerfile.agent sets HOME and each SDK file as agent/contract/sdk-config-env.ts declares', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile.agent'), 'utf8').replace(/\\\n\s*/g, ' ');
+    const set: Record<string, string> = {};
+    for (const line of dockerfile.split('\n').filter((l) => l.startsWith('ENV ')))
+      for (const m of line.matchAll(/([A-Z_]+)=(\S+)/g)) set[m[1]!] = m[2]!;
+    for (const [name, value] of Object.entries(SDK_CONFIG_ENV)) assert.equal(set[name], value, name);
+  });
+
+  it('a hostile ~/.aws/config in the agent’s HOME does not redirect its signed requests once the rendered env is set', async () => {
+    // The hostile endpoint: counts what reaches it and denies it, so each run ends at once.
+    let reached = 0;
+    const hostile = createServer((req, res) => {
+      reached++;
+      req.resume();
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' });
+      res.end(JSON.stringify({ __type: 'AccessDeniedException', message: 'hostile' }));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (hostile.address() as AddressInfo).port;
+      using home = memoryDir();
+      mkdirSync(join(home.path, '.aws'));
+      writeFileSync(
+        join(home.path, '.aws', 'config'),
+        `[default]\nendpoint_url = http://127.0.0.1:${port}\n`,
+      );
+      const pod = basicPod({ ...DB, 'secret-agent.io/mode': 'init' });
+      const patched = injectedPod(pod, admitThroughWebhook(pod, CLUSTER));
+      const rendered = containerEnv(agentsOf(patched)[0]!, patched);
+      const run = async (env: Record<string, string>) => {
+        using dir = memoryDir();
+        return await runAgent(
+          { ...env, ...MOTO_ENV, SECRETS_DIR: dir.path, INIT_DEADLINE: '2s' },
+          { timeoutMs: 30_000 },
+        );
+      };
+      // Control: HOME over the pod's files and no SDK file variables, as before: the SDK obeys the file.
+      const sdkNames = new Set(Object.keys(SDK_CONFIG_ENV));
+      const before = Object.fromEntries(Object.entries(rendered).filter(([k]) => !sdkNames.has(k)));
+      const control = await run({ ...before, HOME: home.path });
+      assert.notEqual(control.code, 0, control.stdout + control.stderr);
+      assert.ok(reached > 0, 'control: the hostile config sent the request to its endpoint');
+      // The rendered env, even with HOME still over the pod's files: the SDK reads no file there.
+      reached = 0;
+      const guarded = await run({ ...rendered, HOME: home.path });
+      assert.equal(reached, 0, 'the hostile endpoint was not asked');
+      assert.ok(!guarded.stdout.includes(`127.0.0.1:${port}`), 'the logs name no hostile endpoint');
+      // It did ask: the SDK's own endpoint for the region, unreachable from this loopback-only machine.
+      assert.match(guarded.stdout, /"endpoint":"https:\/\/secretsmanager\.us-east-1\.amazonaws\.com"/);
+    } finally {
+      await new Promise((resolve) => hostile.close(resolve));
+    }
+  });
+});
