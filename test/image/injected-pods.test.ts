@@ -165,7 +165,9 @@ describe('injected pods, run in podman with both images: the webhook image patch
     assert.equal(agent.HostConfig.ReadonlyRootfs, true, `${container}: read-only root`);
     assert.deepEqual(agent.EffectiveCaps ?? [], [], `${container}: no capabilities`);
     assert.ok(agent.HostConfig.SecurityOpt?.includes('no-new-privileges'), `${container}: no new privileges`);
-    assert.equal(agent.Config.User, user, `${container}: uid[:gid]`);
+    assert.equal(agent.Config.User, user, `${container}: uid:gid`);
+    // Issue 30: whatever the pod says, the agent's group is never 0.
+    assert.notEqual(user.split(':')[1], '0', `${container}: group 0`);
   }
 
   it('init: the agent runs first, as the pod’s runAsUser; the app starts with every file and can change none', async (t) => {
@@ -199,7 +201,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
     assert.equal(app.uid, 1000);
     assert.deepEqual(app.files, { 'db-password': sha256(db.password), 'api-token': sha256(token) });
     await assertAppCannotWrite(running);
-    assertAgentHardened(running, AGENT_INIT_CONTAINER, '1000');
+    assertAgentHardened(running, AGENT_INIT_CONTAINER, '1000:65532');
     const volume = [...running.volumes.values()][0]!;
     for (const entry of readdirSync(volume)) assert.equal(lstatSync(join(volume, entry)).uid, 1000, entry);
     assert.deepEqual(await running.stop(), { [APP]: 0 });
@@ -462,7 +464,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
       spec: () => Partial<PodDoc['spec']>;
       annotations?: Record<string, string>;
       readers: Record<string, number>;
-      agent: { uid: number; gid?: number };
+      agent: { uid: number; gid: number };
       files: { mode: number; uid?: number; gid?: number };
       warned?: RegExp;
     };
@@ -487,7 +489,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
           ],
         }),
         readers: { [APP]: 1000 },
-        agent: { uid: 1000 },
+        agent: { uid: 1000, gid: 65532 },
         files: { mode: 0o400, uid: 1000 },
       },
       {
@@ -505,7 +507,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
           containers: [appContainer(APP, appImage, { runAsUser: 101 })],
         }),
         readers: { [APP]: 101 },
-        agent: { uid: 101 },
+        agent: { uid: 101, gid: 65532 },
         files: { mode: 0o400, uid: 101 },
       },
       {
@@ -553,7 +555,7 @@ describe('injected pods, run in podman with both images: the webhook image patch
           assert.deepEqual(app.files, { db: sha256(value) }, `${container} read its file`);
         }
         const { uid, gid } = shape.agent;
-        assertAgentHardened(running, AGENT_CONTAINER, gid === undefined ? `${uid}` : `${uid}:${gid}`);
+        assertAgentHardened(running, AGENT_CONTAINER, `${uid}:${gid}`);
         const volume = [...running.volumes.values()][0]!;
         const file = statSync(join(volume, 'db'));
         assert.equal(file.mode & 0o777, shape.files.mode, 'mode');

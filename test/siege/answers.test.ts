@@ -28,7 +28,7 @@ import {
   MAX_WARNINGS_BYTES,
 } from '../../webhook/admission/answer-limits.ts';
 import { BadReviewError } from '../../webhook/admission/bad-review-error.ts';
-import { absolutePath } from '../../webhook/annotations/values.ts';
+import { mountPath } from '../../webhook/annotations/values.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../../webhook/injected-names.ts';
 import { MAX_BODY_BYTES } from '../../webhook/body-budget.ts';
 import { ROOT } from '../support/run-agent.ts';
@@ -81,7 +81,7 @@ function longestMountPath(): string {
   const path = (n: number) => `/${'m'.repeat(n - 1)}`;
   const takes = (n: number) => {
     try {
-      absolutePath(path(n), 'secret-agent.io/mount-path');
+      mountPath(path(n), 'secret-agent.io/mount-path');
       return true;
     } catch (e) {
       if (e instanceof ConfigError) return false;

@@ -115,7 +115,8 @@ describe(
         attack: { kind: 'drip', declared: 128 * 1024, first: 100 * 1024, everyMs: 1000 },
         connections: 200,
         sources: 10,
-        durationMs: 12_000,
+        // The request timeout (10 s) after the attacker's ramp-up, which a loaded machine slows.
+        durationMs: 20_000,
       });
       assert.ok(
         f.closedByWebhook > 0,
@@ -128,7 +129,8 @@ describe(
         attack: { kind: 'drip', declared: 3 * 1024 * 1024, first: 200 * 1024, everyMs: 1000 },
         connections: 200,
         sources: 10,
-        durationMs: 12_000,
+        // The request timeout (10 s) after the attacker's ramp-up, which a loaded machine slows.
+        durationMs: 20_000,
       });
       assert.ok(
         f.closedByWebhook > 0,
