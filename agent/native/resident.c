@@ -575,7 +575,7 @@ static void accept_conns(void) {
     }
     if (free_slot < 0) refuse(&conns[oldest], 1), free_slot = oldest;
     struct conn *c = &conns[free_slot];
-    c->fd = fd, c->phase = C_READ, c->seq = ++conn_seq, c->len = 0, c->body = NULL, c->eof = 0;
+    c->fd = fd, c->phase = C_READ, c->seq = ++conn_seq, c->len = 0, c->body = NULL, c->eof = c->head_only = 0;
     c->deadline = now_ms() + FIRST_REQUEST_MS;
     memcpy(c->src, src, 16);
   }
@@ -586,6 +586,7 @@ static void accept_conns(void) {
 int main(int argc, char **argv) {
   int sig[2];
   struct pollfd pfd[4 + MAX_CONNS];
+  int slot[MAX_CONNS], nfds; /* only open connections are polled: nfds may not pass RLIMIT_NOFILE */
   if (argc < 3 || strcmp(argv[1], "--")) {
     say("usage: resident -- COMMAND [ARG...] (runs COMMAND for each refresh; see agent/native/resident.c)");
     return 2;
@@ -635,13 +636,19 @@ int main(int argc, char **argv) {
     if (now < accept_paused_until) SOONER(accept_paused_until);
     pfd[2] = (struct pollfd){run.out_fd, POLLIN, 0};
     pfd[3] = (struct pollfd){run.in_fd, POLLOUT, 0};
+    nfds = 4;
     for (int i = 0; i < MAX_CONNS; i++) {
       struct conn *c = &conns[i];
       if (c->phase != C_FREE && now >= c->deadline) c->phase == C_READ ? refuse(c, 2) : conn_close(c);
-      if (c->phase != C_FREE) SOONER(c->deadline);
-      pfd[4 + i] = (struct pollfd){c->fd, (short)((c->eof ? 0 : POLLIN) | (c->phase == C_WRITE ? POLLOUT : 0)), 0};
+      if (c->phase == C_FREE) continue;
+      SOONER(c->deadline);
+      slot[nfds - 4] = i;
+      pfd[nfds++] = (struct pollfd){c->fd, (short)((c->eof ? 0 : POLLIN) | (c->phase == C_WRITE ? POLLOUT : 0)), 0};
     }
-    if (poll(pfd, 4 + MAX_CONNS, (int)(wake > now ? wake - now : 0)) < 0 && errno != EINTR) return 1;
+    if (poll(pfd, (nfds_t)nfds, (int)(wake > now ? wake - now : 0)) < 0) {
+      if (errno != EINTR) poll(NULL, 0, ACCEPT_PAUSE_MS); /* ENOMEM: wait, do not spin */
+      continue;
+    }
     if (pfd[0].revents) {
       char got[16];
       ssize_t n = read(sig[0], got, sizeof got);
@@ -659,10 +666,10 @@ int main(int argc, char **argv) {
       if (n > 0) run.in_sent += (size_t)n;
       if ((n < 0 && errno != EAGAIN && errno != EINTR) || run.in_sent == state->len) close_fd(&run.in_fd);
     }
-    for (int i = 0; i < MAX_CONNS; i++) {
-      struct conn *c = &conns[i];
-      if (c->phase == C_FREE || pfd[4 + i].fd != c->fd || !pfd[4 + i].revents) continue;
-      if (pfd[4 + i].revents & (POLLIN | POLLHUP | POLLERR)) conn_read(c);
+    for (int k = 4; k < nfds; k++) {
+      struct conn *c = &conns[slot[k - 4]];
+      if (c->phase == C_FREE || pfd[k].fd != c->fd || !pfd[k].revents) continue; /* closed, or reused */
+      if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) conn_read(c);
       if (c->phase == C_WRITE) conn_write(c); /* an answer is tried at once, not a poll later */
     }
   }

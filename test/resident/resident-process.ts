@@ -85,13 +85,19 @@ export interface Resident extends AsyncDisposable {
 
 export async function startResident(
   plan: readonly RunStep[],
-  options: { env?: Record<string, string>; argv?: readonly string[] } = {},
+  options: { env?: Record<string, string>; argv?: readonly string[]; nofile?: number } = {},
 ): Promise<Resident> {
   const dir = mkdtempSync(join(tmpdir(), 'resident-test-'));
   const log = join(dir, 'runs.log');
   writeFileSync(log, '');
   writeFileSync(join(dir, 'plan.json'), JSON.stringify(plan));
-  const child = spawn(residentBinary(), ['--', ...(options.argv ?? [process.execPath, FAKE_RUN])], {
+  const args = [residentBinary(), '--', ...(options.argv ?? [process.execPath, FAKE_RUN])];
+  // With `nofile`, under that RLIMIT_NOFILE: the shell sets it and becomes the resident (same pid).
+  const [command, ...rest] =
+    options.nofile === undefined
+      ? args
+      : ['/bin/sh', '-c', `ulimit -n ${options.nofile} && exec "$0" "$@"`, ...args];
+  const child = spawn(command!, rest, {
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       AGENT_HTTP_ADDR: '127.0.0.1:0',
