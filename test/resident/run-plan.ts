@@ -69,8 +69,11 @@ export function isMetricsText(bytes: Uint8Array): boolean {
 }
 
 /** Whether `bytes` are a complete good outcome, and its fields; a model written apart from the C. */
-export function outcomeVerdict(bytes: Uint8Array): { ok: false } | { ok: true; fields: Map<string, number> } {
+export function outcomeVerdict(
+  bytes: Uint8Array,
+): { ok: false } | { ok: true; fields: Map<string, number>; state: Buffer } {
   const fields = new Map<string, number>();
+  let state = Buffer.alloc(0);
   let at = 0;
   const line = (): string | undefined => {
     const nl = bytes.indexOf(10, at);
@@ -93,10 +96,11 @@ export function outcomeVerdict(bytes: Uint8Array): { ok: false } | { ok: true; f
     if (m[1] === 'metrics' || m[1] === 'state') {
       if (at + value + 1 > bytes.length || bytes[at + value] !== 10) return { ok: false };
       if (m[1] === 'metrics' && !isMetricsText(bytes.subarray(at, at + value))) return { ok: false };
+      if (m[1] === 'state') state = Buffer.from(bytes.subarray(at, at + value));
       at += value + 1;
     }
   }
   if (at !== bytes.length || !fields.has('ready') || !(fields.has('next-ms') || fields.has('exit')))
     return { ok: false };
-  return { ok: true, fields };
+  return { ok: true, fields, state };
 }
