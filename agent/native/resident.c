@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -48,7 +49,7 @@
 #define LINGER_MS 1000        /* to read unread input after the answer, so closing does not reset it */
 #define HEAD_MAX 4096         /* request head; also the slot's answer buffer */
 #define ACCEPT_PAUSE_MS 100   /* after EMFILE/ENFILE: stop accepting, do not spin */
-#define LINE_MAX_ 64          /* an outcome line */
+#define OUTCOME_LINE_MAX 64          /* an outcome line */
 #define METRICS_MAX (256 * 1024)
 #define STATE_MAX (1024 * 1024)
 #define NEXT_MS_MIN 1000
@@ -79,12 +80,12 @@ static const long field_max[F_COUNT] = {1, NEXT_MS_MAX, 255, METRICS_MAX, STATE_
 
 static struct {
   pid_t pid; /* 0: no run */
-  int in_fd, out_fd, exited, status, timed_out;
+  int in_fd, out_fd, exited, status, timed_out, killed;
   size_t in_sent;
   int64_t started, term_at, kill_at;
   int phase, seen, got_ready;
   long next_ms, exit_req;
-  char line[LINE_MAX_];
+  char line[OUTCOME_LINE_MAX];
   size_t line_len, got;
   blob *new_metrics, *new_state, *target;
   const char *err;
@@ -109,8 +110,7 @@ static int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);
@@ -209,12 +209,13 @@ static void open_listener(void) {
 }
 
 static blob *blob_new(size_t len) {
-  blob *b = malloc(sizeof *b + len + 1);
+  blob *b = malloc(sizeof *b + len);
   if (b) b->refs = 1, b->len = len;
   return b;
 }
+
 static void blob_drop(blob **b) {
-  if (*b && --(*b)->refs == 0) free(*b);
+  if (*b && --(*b)->refs == 0) explicit_bzero((*b)->data, (*b)->len), free(*b); /* state may hold tokens */
   *b = NULL;
 }
 
@@ -297,7 +298,7 @@ static void outcome_feed(const char *b, size_t n) {
     } else {
       char c = b[i++];
       if (c == '\n') run.line[run.line_len] = 0, run.line_len = 0, outcome_line(run.line);
-      else if (run.line_len == LINE_MAX_ - 1 || c < 0x20 || c > 0x7e) outcome_fail("a line too long or not ASCII");
+      else if (run.line_len == OUTCOME_LINE_MAX - 1 || c < 0x20 || c > 0x7e) outcome_fail("a line too long or not ASCII");
       else run.line[run.line_len++] = c;
     }
   }
@@ -317,7 +318,7 @@ static void start_run(void) {
   run_no++;
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
     say("run %lu not started: pipe: %s", run_no, strerror(errno));
-    next_at = now_ms() + BACKOFF_BASE_MS;
+    next_at = now_ms() + BACKOFF_BASE_MS, runs_failed++;
     return;
   }
   sigset_t all, mask;
@@ -342,7 +343,7 @@ static void start_run(void) {
   if (pid < 0) {
     say("run %lu not started: fork: %s", run_no, strerror(errno));
     close(in[1]), close(out[0]);
-    next_at = now_ms() + BACKOFF_BASE_MS;
+    next_at = now_ms() + BACKOFF_BASE_MS, runs_failed++;
     return;
   }
   setpgid(pid, pid);
@@ -367,6 +368,7 @@ static void finish_run(void) {
   int st = run.status, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   read_outcome(); /* what it wrote before exiting; a child it left holding fd 4 is not waited for */
   close_fd(&run.in_fd), close_fd(&run.out_fd);
+  explicit_bzero(sink, sizeof sink); /* it held the outcome's last bytes */
   if (run.timed_out) snprintf(why, sizeof why, "passed its deadline (%ld ms)", deadline_ms);
   else if (!WIFEXITED(st)) snprintf(why, sizeof why, "was killed by signal %d", WTERMSIG(st));
   else if (code) snprintf(why, sizeof why, "exited %d", code);
@@ -605,6 +607,8 @@ int main(int argc, char **argv) {
       if (strncmp(environ[i], "AGENT_HANDOFF_FDS=", 18)) run_env[k++] = environ[i];
     run_env[k] = "AGENT_HANDOFF_FDS=3,4";
   }
+  /* No core dump, no ptrace or /proc/PID/mem by the app's uid (a shared process namespace): state is in here. */
+  prctl(PR_SET_DUMPABLE, 0);
   if (pipe2(sig, O_CLOEXEC | O_NONBLOCK)) return 1;
   sig_w = sig[1];
   struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
@@ -623,14 +627,14 @@ int main(int argc, char **argv) {
       kill(-run.pid, SIGTERM);
       run.timed_out = 1, run.kill_at = now + KILL_GRACE_MS;
     }
-    if (run.pid && !run.exited && ((run.timed_out && now >= run.kill_at) || (stopping && now >= stop_kill_at))) {
-      kill(-run.pid, SIGKILL);
-      if (stopping) exit(0);
-    }
+    if (run.pid && !run.exited && stopping && now >= stop_kill_at) kill(-run.pid, SIGKILL), exit(0);
+    if (run.pid && !run.exited && run.timed_out && !run.killed && now >= run.kill_at)
+      kill(-run.pid, SIGKILL), run.killed = 1; /* its SIGCHLD ends the wait; an unkillable run shows in /healthz */
     /* wake at the nearest deadline */
 #define SOONER(t) (wake = (t) < wake ? (t) : wake)
     if (!run.pid) SOONER(next_at);
-    else if (!run.exited) SOONER(stopping ? stop_kill_at : run.timed_out ? run.kill_at : run.term_at);
+    else if (!run.exited && stopping) SOONER(stop_kill_at);
+    else if (!run.exited && !run.killed) SOONER(run.timed_out ? run.kill_at : run.term_at);
     pfd[0] = (struct pollfd){sig[0], POLLIN, 0};
     pfd[1] = (struct pollfd){now < accept_paused_until ? -1 : listener, POLLIN, 0};
     if (now < accept_paused_until) SOONER(accept_paused_until);

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { encodeOutcome, step, type RunStep } from './run-plan.ts';
-import { rawRequest, residentBinary, startResident } from './resident-process.ts';
+import { rawRequest, residentBinary, residentKiB, startResident } from './resident-process.ts';
 
 const OK = 'secret_agent_resident_runs_total{outcome="ok"}';
 const FAILED = 'secret_agent_resident_runs_total{outcome="failed"}';
@@ -166,6 +166,22 @@ describe('resident: runs', { concurrency: 4 }, () => {
     }
     assert.ok(!r.stderr().includes('kept state'), 'state bytes never reach the log');
     assert.equal(await r.sample('secret_agent_resident_consecutive_failures'), 0);
+  });
+
+  it('holds the largest outcome (1 MiB of state, 256 KiB of metrics) once, between runs', async (t) => {
+    const state = randomBytes(1024 * 1024);
+    const metrics =
+      `# HELP big_info Padding.\n${'big_info{x="y"} 1\n'.repeat(14_000)}`.slice(0, 256 * 1024 - 1) + '\n';
+    await using r = await startResident([
+      good(state, { metrics }),
+      good(state, { metrics }),
+      good(state, { metrics, nextMs: 86_400_000 }),
+    ]);
+    await r.until('three runs', async () => (await r.sample(OK)) === 3);
+    assert.ok(r.runs()[2]!.state.equals(state));
+    const kib = residentKiB(r.child.pid!);
+    t.diagnostic(`resident VmRSS with the largest outcome: ${kib} KiB`);
+    assert.ok(kib < 2048, `VmRSS ${kib} KiB`);
   });
 
   it('reads an outcome written in small pieces', async () => {
