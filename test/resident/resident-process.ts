@@ -85,7 +85,14 @@ export interface Resident extends AsyncDisposable {
 
 export async function startResident(
   plan: readonly RunStep[],
-  options: { env?: Record<string, string>; argv?: readonly string[]; nofile?: number } = {},
+  options: {
+    env?: Record<string, string>;
+    argv?: readonly string[];
+    /** Limits its fds (RLIMIT_NOFILE). */
+    nofile?: number;
+    /** Open fds it inherits past stderr (3, 4, ...), as a careless parent would leave them. */
+    extraFds?: number;
+  } = {},
 ): Promise<Resident> {
   const dir = mkdtempSync(join(tmpdir(), 'resident-test-'));
   const log = join(dir, 'runs.log');
@@ -105,7 +112,7 @@ export async function startResident(
       FAKE_RUN_LOG: log,
       ...options.env,
     },
-    stdio: ['ignore', 'inherit', 'pipe'],
+    stdio: ['ignore', 'inherit', 'pipe', ...Array<'pipe'>(options.extraFds ?? 0).fill('pipe')],
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { encodeOutcome, step, type RunStep } from './run-plan.ts';
 import { rawRequest, residentBinary, residentKiB, startResident } from './resident-process.ts';
@@ -218,6 +218,29 @@ describe('resident: runs', { concurrency: 4 }, () => {
     assert.match(r.stderr(), /run 2 exited 1; keeping the last good outcome; next run in 2000 ms/);
   });
 
+  it('a run holds fds 0-4 only (3 and 4 the handoff, whatever the resident inherited) and one AGENT_HANDOFF_FDS', async () => {
+    await using r = await startResident([], {
+      argv: ['/bin/sleep', '60'],
+      env: { AGENT_HANDOFF_FDS: '9,9' },
+      extraFds: 3,
+    });
+    let run: number | undefined;
+    await r.until('the run started', () => (run = childOf(r.child.pid!)) !== undefined);
+    try {
+      const fds = readdirSync(`/proc/${run}/fd`).map(Number).sort();
+      assert.deepEqual(fds, [0, 1, 2, 3, 4]);
+      assert.match(readlinkSync(`/proc/${run}/fd/3`), /^pipe:/);
+      assert.match(readlinkSync(`/proc/${run}/fd/4`), /^pipe:/);
+      const env = readFileSync(`/proc/${run}/environ`, 'utf8').split('\0');
+      assert.deepEqual(
+        env.filter((e) => e.startsWith('AGENT_HANDOFF_FDS=')),
+        ['AGENT_HANDOFF_FDS=3,4'],
+      );
+    } finally {
+      process.kill(run!, 'SIGKILL');
+    }
+  });
+
   it('a run that cannot start is a failed run', async () => {
     await using r = await startResident([], { argv: ['/nonexistent/node'] });
     await r.until('a failure', async () => (await r.sample(FAILED)) === 1);
@@ -246,6 +269,19 @@ describe('resident: runs', { concurrency: 4 }, () => {
     }
   });
 });
+
+/** A child process of `parent`, from /proc. */
+function childOf(parent: number): number | undefined {
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(parent))
+        return Number(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
 
 /** Whether `pid` runs (a zombie does not). */
 function isAlive(pid: number): boolean {
