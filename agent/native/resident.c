@@ -390,8 +390,9 @@ static void finish_run(void) {
     else runs_failed++;
     failures_in_row++;
     for (unsigned long i = 1; i < failures_in_row && delay < BACKOFF_MAX_MS; i++) delay *= 2;
+    delay = delay < BACKOFF_MAX_MS ? delay : BACKOFF_MAX_MS;
     delay = delay < last_next_ms ? delay : last_next_ms; /* never wait longer than a good run asked */
-    if (code == 2 && !ever_ok) {
+    if (code == 2 && !run.timed_out && !ever_ok) {
       say("run %lu exited 2 (configuration error) before any good run: exiting 2", run_no);
       exit(2);
     }
