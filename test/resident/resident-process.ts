@@ -13,12 +13,22 @@ import type { RunStep } from './run-plan.ts';
 const FAKE_RUN = new URL('./fake-run.ts', import.meta.url).pathname;
 let built: string | undefined;
 
-/** The resident binary, compiled once per test process (fails with the install line without musl-gcc). */
+/**
+ * The resident binary, compiled once per test process (fails with the install line without musl-gcc).
+ * RESIDENT_BINARY runs the tests against another build of it, e.g. one with sanitizers:
+ *   gcc -std=c11 -D_GNU_SOURCE -g -fsanitize=address,undefined -o /tmp/resident agent/native/resident.c
+ *   RESIDENT_BINARY=/tmp/resident UBSAN_OPTIONS=halt_on_error=1 node --test test/resident/fuzz.test.ts
+ */
 export function residentBinary(): string {
   const dir = join(tmpdir(), `secret-agent-native-${process.pid}`);
-  built ??= buildNative(dir).find((f) => f.endsWith('/resident'))!;
+  built ??= process.env.RESIDENT_BINARY ?? buildNative(dir).find((f) => f.endsWith('/resident'))!;
   return built;
 }
+
+/** The sanitizers' settings pass through to the resident, whose env is otherwise the test's own. */
+const SANITIZER_ENV = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => k === 'ASAN_OPTIONS' || k === 'UBSAN_OPTIONS'),
+) as Record<string, string>;
 
 export interface HttpAnswer {
   /** Everything the server sent before it closed ('' when it closed without a word). */
@@ -107,6 +117,7 @@ export async function startResident(
   const child = spawn(command!, rest, {
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
+      ...SANITIZER_ENV,
       AGENT_HTTP_ADDR: '127.0.0.1:0',
       FAKE_RUN_PLAN: join(dir, 'plan.json'),
       FAKE_RUN_LOG: log,
