@@ -5,6 +5,7 @@
  * answering, accept errors that do not spin, and its memory (VmRSS) idle and under a flood.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -86,6 +87,19 @@ describe('resident: HTTP', () => {
       assert.equal(Number(/Content-Length: (\d+)/.exec(answer.raw)?.[1]), Buffer.byteLength(answer.body));
       if (status === 405) assert.match(answer.raw, /\r\nAllow: GET, HEAD\r\n/);
     });
+
+  it('/metrics is valid Prometheus text: the run’s, then the resident’s counters (promtool check metrics)', async () => {
+    const body = (await r.get('/metrics')).body;
+    assert.ok(body.startsWith(METRICS));
+    const check = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
+    if (check.error)
+      throw new Error(
+        'promtool is not installed: apt-get install prometheus (Debian’s package ships promtool); .ci/run installs it.',
+      );
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    for (const name of ['runs_total', 'consecutive_failures', 'connections_refused_total'])
+      assert.match(body, new RegExp(`^# TYPE secret_agent_resident_${name} (counter|gauge)$`, 'm'));
+  });
 
   it('HEAD: the headers GET would send, no body', async () => {
     const head = await rawRequest(r.port, 'HEAD /metrics HTTP/1.1\r\n\r\n');
