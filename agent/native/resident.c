@@ -199,9 +199,12 @@ static void open_listener(void) {
   socklen_t sl = v6 ? sizeof a6 : sizeof a4;
   if (listener < 0 || bind(listener, sa, sl) || listen(listener, 512)) {
     int e = errno;
-    config_error("AGENT_HTTP_ADDR", addr, e == EADDRINUSE ? "is already in use (EADDRINUSE): another container of the pod listens there"
-                 : e == EACCES ? "needs privileges the agent does not have (EACCES)" : strerror(e),
-                 "set AGENT_HTTP_ADDR to a free port above 1023 (with the webhook: the secret-agent.io/agent-http-addr annotation)");
+    config_error("AGENT_HTTP_ADDR", addr,
+                 e == EADDRINUSE ? "is already in use (EADDRINUSE): another container of the pod listens there"
+                 : e == EACCES   ? "needs privileges the agent does not have (EACCES)"
+                                 : strerror(e),
+                 "set AGENT_HTTP_ADDR to a free port above 1023 "
+                 "(with the webhook: the secret-agent.io/agent-http-addr annotation)");
   }
   getsockname(listener, sa, &sl);
   say("serving /healthz, /readyz, /metrics on %s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
@@ -298,7 +301,8 @@ static void outcome_feed(const char *b, size_t n) {
     } else {
       char c = b[i++];
       if (c == '\n') run.line[run.line_len] = 0, run.line_len = 0, outcome_line(run.line);
-      else if (run.line_len == OUTCOME_LINE_MAX - 1 || c < 0x20 || c > 0x7e) outcome_fail("a line too long or not ASCII");
+      else if (run.line_len == OUTCOME_LINE_MAX - 1 || c < 0x20 || c > 0x7e)
+        outcome_fail("a line too long or not ASCII");
       else run.line[run.line_len++] = c;
     }
   }
@@ -438,7 +442,8 @@ static size_t counters(char *o, size_t cap) {
     "# HELP secret_agent_resident_consecutive_failures Runs failed since the last good one.\n"
     "# TYPE secret_agent_resident_consecutive_failures gauge\n"
     "secret_agent_resident_consecutive_failures %lu\n"
-    "# HELP secret_agent_resident_connections_refused_total Connections closed unanswered, by reason (per-source, full, no-request).\n"
+    "# HELP secret_agent_resident_connections_refused_total Connections closed unanswered, by reason "
+    "(per-source, full, no-request).\n"
     "# TYPE secret_agent_resident_connections_refused_total counter\n"
     "secret_agent_resident_connections_refused_total{reason=\"per-source\"} %lu\n"
     "secret_agent_resident_connections_refused_total{reason=\"full\"} %lu\n"
@@ -493,7 +498,8 @@ static void route(struct conn *c) {
     int stalled = run.pid && now_ms() > run.term_at + KILL_GRACE_MS + STALLED_MS;
     return stalled ? answer(c, 503, "refresh loop stalled\n", NULL) : answer(c, 200, "ok\n", NULL);
   }
-  if (IS("/readyz")) return ready ? answer(c, 200, "ready\n", NULL) : answer(c, 503, "secrets not written yet\n", NULL);
+  if (IS("/readyz"))
+    return ready ? answer(c, 200, "ready\n", NULL) : answer(c, 503, "secrets not written yet\n", NULL);
   if (IS("/metrics")) {
     static blob empty = {1, 0};
     return answer(c, 200, NULL, metrics ? metrics : &empty);
