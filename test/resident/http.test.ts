@@ -1,0 +1,200 @@
+/**
+ * The resident's HTTP port (agent/native/resident.c): the three routes, bad requests refused with
+ * the right status, the connection caps of agent/serve/connection-guard.ts (in all, per source, the
+ * first-request deadline, eviction of the oldest idle connection), floods that leave /healthz
+ * answering, accept errors that do not spin, and its memory (VmRSS) idle and under a flood.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { encodeOutcome, step } from './run-plan.ts';
+import { rawRequest, residentKiB, startResident, type Resident } from './resident-process.ts';
+
+const METRICS = '# HELP agent_thing_total A thing.\n# TYPE agent_thing_total counter\nagent_thing_total 7\n';
+const IDLE = [step('write', encodeOutcome({ ready: true, nextMs: 86_400_000, metrics: METRICS }))];
+const refusedFor = (reason: string) => `secret_agent_resident_connections_refused_total{reason="${reason}"}`;
+
+/** Opens `count` connections from `localAddress`, `batch` at a time, that send nothing. */
+async function idleConnections(
+  port: number,
+  localAddress: string,
+  count: number,
+  batch = 500,
+): Promise<Socket[]> {
+  const sockets: Socket[] = [];
+  for (let done = 0; done < count; done += batch) {
+    const opened = await Promise.all(
+      Array.from(
+        { length: Math.min(batch, count - done) },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const s = connect({ port, host: '127.0.0.1', localAddress });
+            s.on('error', () => {}); // closed by the resident: counted there
+            s.once('connect', () => resolve(s));
+            s.once('close', () => resolve(s));
+          }),
+      ),
+    );
+    sockets.push(...opened);
+  }
+  return sockets;
+}
+
+describe('resident: HTTP', () => {
+  let r: Resident;
+  before(async () => {
+    r = await startResident(IDLE);
+    await r.until('the first run', async () => (await r.get('/readyz')).status === 200);
+  });
+  after(() => r[Symbol.asyncDispose]());
+
+  const answers: [string, string, number, string | RegExp][] = [
+    ['GET /healthz', 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 200, 'ok\n'],
+    ['a query', 'GET /healthz?probe=1 HTTP/1.1\r\n\r\n', 200, 'ok\n'],
+    ['HTTP/1.0', 'GET /readyz HTTP/1.0\r\n\r\n', 200, 'ready\n'],
+    ['an unknown path', 'GET /healthz/x HTTP/1.1\r\n\r\n', 404, 'not found\n'],
+    ['POST', 'POST /healthz HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi', 405, 'method not allowed\n'],
+    ['DELETE', 'DELETE /metrics HTTP/1.1\r\n\r\n', 405, 'method not allowed\n'],
+    ['garbage', 'hello there\r\n\r\n', 400, 'bad request\n'],
+    ['a bare LF', 'GET /healthz HTTP/1.1\n\n', 400, 'bad request\n'],
+    ['a bare LF in a header', 'GET /healthz HTTP/1.1\r\nA: b\nC: d\r\n\r\n', 400, 'bad request\n'],
+    ['a bare CR', 'GET /healthz HTTP/1.1\r\nA: b\rC: d\r\n\r\n', 400, 'bad request\n'],
+    ['NUL in a header', 'GET /healthz HTTP/1.1\r\nA: \u0000\r\n\r\n', 400, 'bad request\n'],
+    ['a lowercase method', 'get /healthz HTTP/1.1\r\n\r\n', 400, 'bad request\n'],
+    ['HTTP/2.0', 'GET /healthz HTTP/2.0\r\n\r\n', 400, 'bad request\n'],
+    ['an absolute URL', 'GET http://x/healthz HTTP/1.1\r\n\r\n', 400, 'bad request\n'],
+    ['a header without a colon', 'GET /healthz HTTP/1.1\r\nnocolon\r\n\r\n', 400, 'bad request\n'],
+    ['a space before the colon', 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n', 400, 'bad request\n'],
+    ['an empty head', '\r\n\r\n', 400, 'bad request\n'],
+    [
+      'a head over 4 KiB',
+      `GET /healthz HTTP/1.1\r\nX: ${'a'.repeat(5000)}\r\n\r\n`,
+      431,
+      'request head too large\n',
+    ],
+    ['a URL over 4 KiB', `GET /${'a'.repeat(5000)} HTTP/1.1\r\n\r\n`, 414, 'request line too long\n'],
+    ['pipelined junk', `GET /healthz HTTP/1.1\r\n\r\n${'junk'.repeat(50_000)}`, 200, 'ok\n'],
+    ['a second request', 'GET /healthz HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n', 200, 'ok\n'],
+  ];
+  for (const [name, request, status, body] of answers)
+    it(`${name}: ${status}`, async () => {
+      const answer = await rawRequest(r.port, request);
+      assert.equal(answer.status, status, answer.raw);
+      if (typeof body === 'string') assert.equal(answer.body, body);
+      assert.match(answer.raw, /\r\nConnection: close\r\n/);
+      assert.equal(Number(/Content-Length: (\d+)/.exec(answer.raw)?.[1]), Buffer.byteLength(answer.body));
+      if (status === 405) assert.match(answer.raw, /\r\nAllow: GET, HEAD\r\n/);
+    });
+
+  it('/metrics is valid Prometheus text: the run’s, then the resident’s counters (promtool check metrics)', async () => {
+    const body = (await r.get('/metrics')).body;
+    assert.ok(body.startsWith(METRICS));
+    const check = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
+    if (check.error)
+      throw new Error(
+        'promtool is not installed: apt-get install prometheus (Debian’s package ships promtool); .ci/run installs it.',
+      );
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    for (const name of ['runs_total', 'consecutive_failures', 'connections_refused_total'])
+      assert.match(body, new RegExp(`^# TYPE secret_agent_resident_${name} (counter|gauge)$`, 'm'));
+  });
+
+  it('HEAD: the headers GET would send, no body', async () => {
+    const head = await rawRequest(r.port, 'HEAD /metrics HTTP/1.1\r\n\r\n');
+    const get = await rawRequest(r.port, 'GET /metrics HTTP/1.1\r\n\r\n');
+    assert.equal(head.status, 200);
+    assert.equal(head.body, '');
+    assert.equal(Number(/Content-Length: (\d+)/.exec(head.raw)![1]), Buffer.byteLength(get.body));
+  });
+
+  it('answers a client that has not half-closed, then closes', async () => {
+    const answer = await rawRequest(r.port, 'GET /readyz HTTP/1.1\r\n\r\n', { end: false });
+    assert.equal(answer.status, 200);
+  });
+
+  it('closes a connection that sends no complete head in time, unanswered (slowloris)', async () => {
+    const before = (await r.sample(refusedFor('no-request')))!;
+    const answer = await rawRequest(r.port, 'GET /healthz HTTP/1.1\r\nX-Slow: ', {
+      end: false,
+      withinMs: 8000,
+    });
+    assert.equal(answer.raw, '');
+    assert.equal(await r.sample(refusedFor('no-request')), before + 1);
+  });
+});
+
+describe('resident: floods', () => {
+  const SOURCE_CAP = 16;
+  const CONNECTIONS_CAP = 64;
+  const FLOOD = 12_000;
+
+  it(`${FLOOD} idle connections from one source leave /healthz answering from another; its memory stays small`, async (t) => {
+    const limit = Number(readFileSync('/proc/self/limits', 'utf8').match(/Max open files\s+(\d+)/)![1]);
+    assert.ok(limit >= 2000, `ulimit -n is ${limit}: the flood needs 2000 (ulimit -n 4096)`);
+    await using r = await startResident(IDLE);
+    await r.until('the first run', async () => (await r.get('/readyz')).status === 200);
+    const idleKiB = residentKiB(r.child.pid!);
+    const flood = idleConnections(r.port, '127.0.0.2', FLOOD, Math.min(500, limit / 4));
+    const during: number[] = [];
+    for (let i = 0; i < 10; i++) during.push((await r.get('/healthz')).status ?? 0);
+    const sockets = await flood;
+    const floodKiB = residentKiB(r.child.pid!);
+    assert.deepEqual(during, Array(10).fill(200));
+    assert.equal((await r.get('/healthz')).status, 200);
+    // Each is refused, at once past the source's 16, or when its first-request deadline passes.
+    const refused = async () =>
+      ((await r.sample(refusedFor('per-source'))) ?? 0) + ((await r.sample(refusedFor('no-request'))) ?? 0);
+    await r.until('the whole flood refused', async () => (await refused()) === FLOOD);
+    assert.ok((await r.sample(refusedFor('per-source')))! > FLOOD * 0.9, 'most at once, per source');
+    assert.equal(await r.sample(refusedFor('full')), 0, 'one source never fills the resident');
+    for (const s of sockets) s.destroy();
+    t.diagnostic(`resident VmRSS: ${idleKiB} KiB idle, ${floodKiB} KiB after ${FLOOD} connections`);
+    assert.ok(
+      idleKiB < 2048 && floodKiB < 2048,
+      `VmRSS ${idleKiB} / ${floodKiB} KiB: the issue asks for under 2 MiB`,
+    );
+  });
+
+  it('when full, a new connection evicts the oldest idle one: a prober still gets in', async () => {
+    await using r = await startResident(IDLE);
+    const sources = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 3}`);
+    const held: Socket[] = [];
+    for (const source of sources) held.push(...(await idleConnections(r.port, source, SOURCE_CAP)));
+    await r.until(
+      'the evictions counted',
+      async () => ((await r.sample(refusedFor('full'))) ?? 0) >= 8 * SOURCE_CAP - CONNECTIONS_CAP,
+    );
+    assert.equal((await r.get('/healthz')).status, 200);
+    // The first sources' connections were the oldest: the resident closed them.
+    assert.ok(held.slice(0, SOURCE_CAP).every((s) => s.destroyed || s.readyState !== 'open'));
+    for (const s of held) s.destroy();
+  });
+
+  it('out of file descriptors (EMFILE), it neither spins nor dies, and answers once they free up', async () => {
+    await using r = await startResident(IDLE, { nofile: 24 });
+    const cpu = () =>
+      readFileSync(`/proc/${r.child.pid}/stat`, 'utf8')
+        .split(') ')[1]!
+        .split(' ')
+        .slice(11, 13)
+        .map(Number)
+        .reduce((a, b) => a + b);
+    const held = [
+      ...(await idleConnections(r.port, '127.0.0.3', SOURCE_CAP)),
+      ...(await idleConnections(r.port, '127.0.0.4', SOURCE_CAP)),
+    ];
+    const before = cpu();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const spent = cpu() - before;
+    assert.ok(spent < 50, `${spent} ticks of CPU in 1.5 s with connections waiting: it spins`);
+    await r.until(
+      '/healthz once the idle ones are closed',
+      async () =>
+        (await rawRequest(r.port, 'GET /healthz HTTP/1.1\r\n\r\n', { withinMs: 10_000 })).status === 200,
+      15_000,
+    );
+    for (const s of held) s.destroy();
+  });
+});
