@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
-import { CONNECTION_BYTES, MAX_CONNECTIONS_PER_SOURCE } from '../../webhook/connection-limits.ts';
+import {
+  CONNECTION_BYTES,
+  MAX_CONNECTIONS,
+  MAX_CONNECTIONS_PER_SOURCE,
+} from '../../webhook/connection-limits.ts';
 import { WORST_CASE_MEMORY } from '../../webhook/limits.ts';
 import { ROOT } from '../support/run-agent.ts';
 import {
@@ -77,12 +81,13 @@ describe(
     it('an idle TLS connection costs it at most what the worst case counts, and Node itself at start no more', async (t) => {
       const w = await webhook();
       const atStart = processMemory(w.pid);
-      // 8 sources × 32: every one held, none past a cap.
-      const cost = await measureIdleConnections(w, 8 * MAX_CONNECTIONS_PER_SOURCE, 8);
+      // Every connection the webhook holds, each source at its cap: every one held, none past a cap.
+      const sources = MAX_CONNECTIONS / MAX_CONNECTIONS_PER_SOURCE;
+      const cost = await measureIdleConnections(w, MAX_CONNECTIONS, sources);
       t.diagnostic(
         `at start ${atStart.rss.toFixed(0)} MiB resident (${atStart.anonymous.toFixed(0)} private); ${cost.held} idle TLS connections: ${cost.rssKiB.toFixed(1)} KiB resident, ${cost.privateKiB.toFixed(1)} KiB private each`,
       );
-      assert.equal(cost.held, 8 * MAX_CONNECTIONS_PER_SOURCE, 'the webhook held every one');
+      assert.equal(cost.held, MAX_CONNECTIONS, 'the webhook held every one');
       assert.ok(cost.privateKiB <= CONNECTION_BYTES / 1024, `${cost.privateKiB} KiB each`);
       assert.ok(atStart.rss <= WORST_CASE_MEMORY[0]!.mib, `${atStart.rss} MiB at start`);
       await w.stop();
