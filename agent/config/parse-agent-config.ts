@@ -44,11 +44,30 @@ export function parseAgentConfig(env: Env): AgentConfig {
   const configFile = read('AGENT_CONFIG_FILE', g.AGENT_CONFIG_FILE);
   const serviceAccountDir = read('SERVICE_ACCOUNT_DIR', g.SERVICE_ACCOUNT_DIR);
   const exitWithProcess = read('EXIT_WITH_PROCESS', g.EXIT_WITH_PROCESS);
+  const handoff = read('AGENT_HANDOFF_FDS', g.AGENT_HANDOFF_FDS);
+  read('AGENT_RUN_DEADLINE', g.AGENT_RUN_DEADLINE);
   const debounceMs = read('ROTATION_DEBOUNCE', g.ROTATION_DEBOUNCE);
   const sentinelPath = read('ROTATION_SENTINEL_FILE', g.ROTATION_SENTINEL_FILE);
   const sentinelHoldMs = read('ROTATION_SENTINEL_HOLD', g.ROTATION_SENTINEL_HOLD);
   const events = read('KUBERNETES_EVENTS', g.KUBERNETES_EVENTS);
   const failingAfter = read('KUBERNETES_EVENTS_FAILING_AFTER', g.KUBERNETES_EVENTS_FAILING_AFTER);
+  if (handoff && mode !== 'sidecar')
+    errors.push(
+      new ConfigError(
+        'AGENT_HANDOFF_FDS',
+        `is set in ${quote(mode ?? 'init')} mode`,
+        'run /app/resident only as a sidecar (AGENT_MODE=sidecar)',
+      ),
+    );
+  // Ending when the app ends needs a process that watches it between refreshes; the resident does not.
+  if (handoff && exitWithProcess)
+    errors.push(
+      new ConfigError(
+        'EXIT_WITH_PROCESS',
+        'needs the agent to stay running, and /app/resident runs it only for each refresh',
+        'run the agent itself as the sidecar (the webhook does so for Jobs), or unset EXIT_WITH_PROCESS',
+      ),
+    );
   if (env.ROTATION_SENTINEL_HOLD !== undefined && env.ROTATION_SENTINEL_FILE === undefined) {
     errors.push(
       new ConfigError(
@@ -144,6 +163,7 @@ export function parseAgentConfig(env: Env): AgentConfig {
       ...(exitWithProcess ? { exitWithProcess } : {}),
       debounceMs: debounceMs!,
       ...(sentinelPath !== undefined ? { sentinel: { path: sentinelPath, holdMs: sentinelHoldMs! } } : {}),
+      ...(handoff ? { handoff } : {}),
     },
   };
 }

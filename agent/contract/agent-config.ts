@@ -69,4 +69,9 @@ export interface SidecarSettings {
   readonly debounceMs: number;
   /** A file in SECRETS_DIR that exists for `holdMs` after each rotation, for a liveness probe. */
   readonly sentinel?: { readonly path: string; readonly holdMs: number };
+  /**
+   * The small sidecar (AGENT_HANDOFF_FDS, set by /app/resident): this process makes one refresh, hands
+   * what must survive to the resident through these fds and exits.
+   */
+  readonly handoff?: { readonly stateFd: number; readonly outcomeFd: number };
 }

@@ -55,6 +55,17 @@ function listenAddress(text: string, field: string): { host: string; port: numbe
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
+/** The resident always hands over fds 3 (state in) and 4 (outcome out); anything else is not from it. */
+function handoffFds(text: string, field: string): { stateFd: number; outcomeFd: number } {
+  if (text !== '3,4')
+    throw new ConfigError(
+      field,
+      `${quote(text)} is not the resident's handoff`,
+      'unset it: only /app/resident sets it, to 3,4',
+    );
+  return { stateFd: 3, outcomeFd: 4 };
+}
+
 function podField(text: string, field: string): string {
   if (text.length > 253 || !/^[A-Za-z0-9._-]*$/.test(text))
     throw new ConfigError(
@@ -191,6 +202,16 @@ export const AGENT_SETTINGS = {
     default: undefined,
     doc: 'Sidecar as a classic (non-native) sidecar in a Job: exit 0 once the process with this name (as in /proc/PID/comm; shared process namespace) has run and ended, so the Job can complete.',
     parse: nonEmpty,
+  }),
+  AGENT_RUN_DEADLINE: setting({
+    default: '2m',
+    doc: 'Small sidecar (`/app/resident`): how long one refresh run may take; past it the run gets SIGTERM, SIGKILL 5 s later, and counts as failed. Read by the resident (Go duration of whole units, 1s..1h).',
+    parse: duration(1000, 3_600_000),
+  }),
+  AGENT_HANDOFF_FDS: setting({
+    default: undefined,
+    doc: 'Set by `/app/resident` for each run, never by hand: the run reads the state the last run handed back on the first fd and writes its outcome to the second (docs/design.md). With it a sidecar makes one refresh and exits; the resident serves AGENT_HTTP_ADDR meanwhile.',
+    parse: handoffFds,
   }),
   SERVICE_ACCOUNT_DIR: setting({
     default: DEFAULT_SERVICE_ACCOUNT_DIR,
