@@ -80,6 +80,6 @@ function groupByInterval(specs: readonly SecretSpec[]): IntervalGroup[] {
 }
 
 /** ±10 % so a fleet started together never refreshes in lockstep. */
-function jittered(ms: number): number {
+export function jittered(ms: number): number {
   return Math.round(ms * (0.9 + Math.random() * 0.2));
 }

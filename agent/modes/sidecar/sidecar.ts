@@ -1,22 +1,21 @@
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentConfig, SecretSpec } from '../../contract/agent-config.ts';
-import { sourceKey } from '../../contract/reference.ts';
 import { backoffDelay } from '../../fetch/backoff.ts';
-import { describeFailure, fetchSecrets, fileLabel, type FailedSecret } from '../../fetch/fetch-secrets.ts';
+import { fileLabel } from '../../fetch/fetch-secrets.ts';
 import { ProviderSet } from '../../fetch/provider-set.ts';
 import type { FormatKit } from '../../format/render-files.ts';
 import type { Logger } from '../../log.ts';
 import type { Notifier } from '../../notify/notifier.ts';
 import type { PodEventRecorder } from '../../notify/pod-events.ts';
-import type { FetchOutcome } from '../../providers/provider.ts';
 import { startHealthServer } from '../../serve/health-server.ts';
 import { AgentMetrics } from '../../serve/metrics.ts';
 import type { AtomicDir } from '../../write/atomic-dir.ts';
 import { openSecretsDir } from '../open-secrets-dir.ts';
 import { REFRESH_BACKOFF, RefreshSchedule, type RoundResult } from './refresh-schedule.ts';
 import { RotationAnnouncer } from './rotation-announcer.ts';
-import { SecretSet, type SourceValue } from './secret-set.ts';
+import { refreshSecrets, type RefreshOptions } from './refresh-secrets.ts';
+import { SecretSet } from './secret-set.ts';
 
 /** How long one refresh round may take before it counts as failed. */
 const REFRESH_ROUND_MS = 30_000;
@@ -237,64 +236,11 @@ export class Sidecar {
       );
   }
 
-  /**
-   * One refresh of `specs`: fetch, and when content changed, render the whole set and swap it.
-   * `full` re-renders even when no fetched value changed: the first fill, and after a reconfigure
-   * (a secret may have been removed or moved to another file). Unless `fresh`, providers that can
-   * peek at versions skip values whose version is unchanged.
-   */
-  async #refresh(
-    specs: readonly SecretSpec[],
-    opts: { deadlineMs: number; full: boolean; maxAttempts?: number; fresh?: boolean },
-  ): Promise<{ ok: boolean; retryAfterMs: number; failures: FailedSecret[] }> {
-    const outcomes = await fetchSecrets(specs, this.#providers, {
-      deadlineMs: opts.deadlineMs,
-      log: this.#log,
-      ...(opts.maxAttempts ? { maxAttempts: opts.maxAttempts } : {}),
-      ...(opts.fresh ? {} : { known: this.#set.values }),
-      observe: (provider, ms, results) => this.#observe(provider, ms, results),
-    });
-    let allOk = true;
-    let retryAfterMs = 0;
-    const failures: FailedSecret[] = [];
-    const fresh = new Map<string, SourceValue>();
-    for (const spec of specs) {
-      const key = sourceKey(spec.ref);
-      const outcome = outcomes.get(key)!;
-      if (outcome.ok) {
-        fresh.set(key, outcome.value);
-      } else {
-        allOk = false;
-        retryAfterMs = Math.max(retryAfterMs, outcome.error.retryAfterMs ?? 0);
-        const failed = describeFailure(spec, outcome);
-        failures.push(failed);
-        this.#log.warn(
-          {
-            id: failed.id,
-            ref: failed.ref,
-            file: failed.file,
-            endpoint: failed.endpoint,
-            reason: failed.reason,
-            detail: failed.detail,
-            fix: outcome.error.fix,
-          },
-          this.#set.ready ? 'refresh failed; keeping the last good files' : 'secret not delivered',
-        );
-      }
-    }
-    const wrote = await this.#set.apply(fresh, opts.full, failures);
-    // Fresh only when fetched and written: a file kept because its value does not fit is stale.
-    for (const spec of specs)
-      if (fresh.has(sourceKey(spec.ref)) && wrote && !this.#set.isMisfit(spec.id))
-        this.metrics.lastSuccess.set({ file: fileLabel(spec) }, Date.now() / 1000);
-    return { ok: allOk && wrote, retryAfterMs, failures };
-  }
-
-  #observe(provider: string, ms: number, results: readonly FetchOutcome[]): void {
-    this.metrics.latency.observe({ provider }, ms / 1000);
-    for (const r of results) {
-      this.metrics.fetches.inc({ provider, outcome: r.ok ? 'success' : 'failure' });
-      if (!r.ok) this.metrics.failures.inc({ provider, reason: r.error.reason });
-    }
+  #refresh(specs: readonly SecretSpec[], opts: RefreshOptions): Promise<RoundResult> {
+    return refreshSecrets(
+      specs,
+      { providers: this.#providers, set: this.#set, log: this.#log, metrics: this.metrics },
+      opts,
+    );
   }
 }
