@@ -61,6 +61,10 @@
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 300000L
 #define MAGIC "secret-agent-outcome 1"
+#define HTTP_REFUSED_HELP                                                                          \
+  "Connections to the agent's port it closed unserved, by reason: per-source (its address already held "  \
+  "its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, "  \
+  "when none had), no-request (no complete request within the deadline)."
 
 typedef struct { size_t refs, len; char data[]; } blob; /* refs: answers still sending it */
 
@@ -432,6 +436,20 @@ static void refuse(struct conn *c, int reason) {
   conn_close(c);
 }
 
+/* The resident's resident set, from /proc/self/statm (pages): what a sidecar holds between runs. */
+static unsigned long resident_bytes(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long size = 0, rss = 0;
+  if (sscanf(buf, "%lu %lu", &size, &rss) != 2) return 0;
+  return rss * (unsigned long)sysconf(_SC_PAGESIZE);
+}
+
 static size_t counters(char *o, size_t cap) {
   return (size_t)snprintf(o, cap,
     "# HELP secret_agent_resident_runs_total Agent runs by outcome (ok, failed, timeout).\n"
@@ -442,13 +460,17 @@ static size_t counters(char *o, size_t cap) {
     "# HELP secret_agent_resident_consecutive_failures Runs failed since the last good one.\n"
     "# TYPE secret_agent_resident_consecutive_failures gauge\n"
     "secret_agent_resident_consecutive_failures %lu\n"
-    "# HELP secret_agent_resident_connections_refused_total Connections closed unanswered, by reason "
-    "(per-source, full, no-request).\n"
-    "# TYPE secret_agent_resident_connections_refused_total counter\n"
-    "secret_agent_resident_connections_refused_total{reason=\"per-source\"} %lu\n"
-    "secret_agent_resident_connections_refused_total{reason=\"full\"} %lu\n"
-    "secret_agent_resident_connections_refused_total{reason=\"no-request\"} %lu\n",
-    runs_ok, runs_failed, runs_timeout, failures_in_row, refused[0], refused[1], refused[2]);
+    /* The agent's own name and help (agent/serve/metrics.ts): the port is the resident's now. */
+    "# HELP secret_agent_http_connections_refused_total " HTTP_REFUSED_HELP "\n"
+    "# TYPE secret_agent_http_connections_refused_total counter\n"
+    "secret_agent_http_connections_refused_total{reason=\"per-source\"} %lu\n"
+    "secret_agent_http_connections_refused_total{reason=\"full\"} %lu\n"
+    "secret_agent_http_connections_refused_total{reason=\"no-request\"} %lu\n"
+    "# HELP secret_agent_process_resident_memory_bytes Resident memory size in bytes.\n"
+    "# TYPE secret_agent_process_resident_memory_bytes gauge\n"
+    "secret_agent_process_resident_memory_bytes %lu\n",
+    runs_ok, runs_failed, runs_timeout, failures_in_row, refused[0], refused[1], refused[2],
+    resident_bytes());
 }
 
 static void answer(struct conn *c, int status, const char *body, blob *text) {
@@ -458,6 +480,7 @@ static void answer(struct conn *c, int status, const char *body, blob *text) {
   const char *reason = "";
   char tail[2048];
   size_t tl = text ? counters(tail, sizeof tail) : strlen(body);
+  if (text && tl >= sizeof tail) tl = sizeof tail - 1; /* never: the counters' text is ~1.5 KiB */
   for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
     if (reasons[i].code == status) reason = reasons[i].reason;
   c->head = (size_t)snprintf(c->buf, sizeof c->buf,
