@@ -49,6 +49,34 @@ export class ProviderSet {
     }
   }
 
+  /**
+   * The small sidecar's next run: loads each provider an earlier run handed state off for and gives
+   * it back (Provider.resume), so a token still valid is used instead of a new login.
+   */
+  async resume(states: Readonly<Record<string, unknown>>, signal: AbortSignal): Promise<void> {
+    await Promise.all(
+      Object.entries(states).map(async ([name, state]) => {
+        if (!Object.hasOwn(PROVIDERS, name)) return;
+        const provider = await this.get(name as ProviderName).catch(() => undefined);
+        await provider?.resume?.(state, signal);
+      }),
+    );
+  }
+
+  /** What every provider loaded so far hands to the next run, and the earliest time one needs it. */
+  async handOff(): Promise<{ states: Record<string, unknown>; dueAt: number | undefined }> {
+    const states: Record<string, unknown> = {};
+    let dueAt: number | undefined;
+    for (const [name, p] of this.#providers) {
+      const provider = await p.catch(() => undefined);
+      const handoff = provider?.handOff?.();
+      if (!handoff) continue;
+      states[name] = handoff.state;
+      if (handoff.dueAt !== undefined) dueAt = Math.min(dueAt ?? Infinity, handoff.dueAt);
+    }
+    return { states, dueAt };
+  }
+
   /** Asks every provider loaded so far to give back what it holds on its backend (a stopping sidecar). */
   async release(signal: AbortSignal): Promise<{ provider: ProviderName; outcome: ReleaseOutcome }[]> {
     const released = await Promise.all(

@@ -93,6 +93,18 @@ export interface Provider<R extends SecretReference = SecretReference> {
    */
   keepAlive?(refetch: (reason: string) => void): void;
   /**
+   * For the small sidecar, whose refreshes are separate processes: what this provider holds that the
+   * next run must not have to obtain again (a token still valid, leases being renewed), as JSON, and
+   * when the next run must come at the latest to keep it (a renewal due). The resident keeps `state`
+   * in its memory only, and hands it to the next run's `resume`.
+   */
+  handOff?(): ProviderHandoff;
+  /**
+   * The next run's side of `handOff`: takes the state back, then does the upkeep due now (renewals)
+   * within `signal`. A state it cannot use is ignored (a fresh login follows). Never throws.
+   */
+  resume?(state: unknown, signal: AbortSignal): Promise<void>;
+  /**
    * Where `ref` is fetched from, for logs: the host or URL the provider talks to (the overridden
    * endpoint when one is set). Never a credential.
    */
@@ -109,6 +121,14 @@ export interface Provider<R extends SecretReference = SecretReference> {
    * keeps the process alive after an init run.
    */
   close?(): void | Promise<void>;
+}
+
+/** What a provider hands to the next run of the small sidecar (Provider.handOff). */
+export interface ProviderHandoff {
+  /** JSON-serialisable; holds credentials, so it goes only to the resident's memory. */
+  readonly state: unknown;
+  /** When the next run must start at the latest (ms since the epoch); undefined: no deadline. */
+  readonly dueAt: number | undefined;
 }
 
 /** One thing `release` gave back, or failed to. Names what it was; never a credential. */

@@ -390,3 +390,66 @@ describe('Vault revocation when a sidecar stops (VAULT_REVOKE_ON_SHUTDOWN)', () 
     assert.equal(vault.requests.length, 0);
   });
 });
+
+describe('the session handed from one run of the small sidecar to the next', () => {
+  it('the next run uses the token and lease as they were, and renews what is due before it fetches', async () => {
+    const one = kubernetes();
+    const first = await fetchValue(one.p, 'vault:database/creds/app');
+    const handed = one.p.handOff!();
+    assert.ok(handed.dueAt !== undefined, 'a renewal is due some time');
+    // What goes to the resident is JSON: it must survive the trip.
+    const state = JSON.parse(JSON.stringify(handed.state)) as unknown;
+    one.p.close?.();
+
+    // The next run comes when the token's renewal is due (2/3 of 600 s), before the lease's (2/3 of 3600 s).
+    vault.clock.advance(handed.dueAt! - vault.clock.now());
+    const two = kubernetes();
+    await two.p.resume!(state, AbortSignal.timeout(10_000));
+    assert.equal(vault.count('POST', 'auth/token/renew-self'), 1, 'the renewal that was due');
+    assert.ok(two.events.some((e) => e.type === 'token-renewed'));
+    const again = await fetchValue(two.p, 'vault:database/creds/app');
+    assert.deepEqual(
+      Buffer.from(again.bytes).toString(),
+      Buffer.from(first.bytes).toString(),
+      'the same lease',
+    );
+    assert.equal(vault.count('POST', 'auth/kubernetes/login'), 1, 'no second login');
+    assert.equal(vault.count('GET', 'database/creds/app'), 1, 'no new credentials');
+  });
+
+  it('a state of the wrong shape, or for another Vault or login, is not used: the run logs in afresh', async () => {
+    const one = kubernetes();
+    await fetchValue(one.p, 'vault:secret/data/app');
+    const good = JSON.parse(JSON.stringify(one.p.handOff!().state)) as Record<string, unknown>;
+    const unusable: unknown[] = [
+      undefined,
+      null,
+      42,
+      'hvs.token',
+      [],
+      { ...good, identity: '["https://other:8200","","kubernetes"]' },
+      { ...good, incrementSec: 'x' },
+      { ...good, leases: {} },
+    ];
+    for (const state of unusable) {
+      vault.reset();
+      const next = kubernetes();
+      await next.p.resume!(state, AbortSignal.timeout(10_000));
+      await fetchValue(next.p, 'vault:secret/data/app');
+      assert.equal(
+        vault.count('POST', 'auth/kubernetes/login'),
+        1,
+        `state ${JSON.stringify(state)?.slice(0, 60)}`,
+      );
+    }
+    // Bad entries in a good state are dropped, the rest used.
+    vault.reset();
+    const next = kubernetes();
+    await next.p.resume!(
+      { ...good, retired: [{ token: 5 }, null], leases: [{ ref: 1 }, null, 'x'] },
+      AbortSignal.timeout(10_000),
+    );
+    await fetchValue(next.p, 'vault:secret/data/app');
+    assert.equal(vault.count('POST', 'auth/kubernetes/login'), 0);
+  });
+});

@@ -54,6 +54,21 @@ interface Lease {
   ending?: LeaseEndReason;
 }
 
+/** A lease as the small sidecar hands it to its next run (VaultSession.save). */
+export interface SavedLease {
+  readonly ref: string;
+  readonly leaseId: string;
+  readonly namespace: string;
+  readonly incrementSec: number;
+  readonly renewable: boolean;
+  /** The credentials the lease covers, base64: reused until the lease ends. */
+  readonly value: string;
+  readonly version: string;
+  readonly expiresAt: number;
+  readonly renewAt: number;
+  readonly ending?: LeaseEndReason;
+}
+
 const RENEW_FRACTION = 2 / 3;
 const MAX_RETRY_MS = 30_000;
 
@@ -112,6 +127,54 @@ export class LeaseTracker {
     return [...this.#leases.values()]
       .filter((l) => l.expiresAt > now)
       .map((l) => ({ ref: l.ref, leaseId: l.leaseId, namespace: l.namespace }));
+  }
+
+  /** Every lease still alive, for the next run of the small sidecar. */
+  save(): SavedLease[] {
+    const now = this.#clock.now();
+    return [...this.#leases.values()]
+      .filter((l) => l.expiresAt > now)
+      .map((l) => ({
+        ref: l.ref,
+        leaseId: l.leaseId,
+        namespace: l.namespace,
+        incrementSec: l.incrementSec,
+        renewable: l.renewable,
+        value: Buffer.from(l.value.bytes).toString('base64'),
+        version: l.value.version,
+        expiresAt: l.expiresAt,
+        renewAt: l.renewAt,
+        ...(l.ending ? { ending: l.ending } : {}),
+      }));
+  }
+
+  /** Takes back what an earlier run saved; an entry of the wrong shape is dropped (its value is fetched anew). */
+  restore(saved: readonly unknown[]): void {
+    for (const entry of saved) {
+      const l = (typeof entry === 'object' && entry !== null ? entry : {}) as Partial<SavedLease>;
+      if (
+        typeof l.ref !== 'string' ||
+        typeof l.leaseId !== 'string' ||
+        typeof l.namespace !== 'string' ||
+        typeof l.value !== 'string' ||
+        typeof l.version !== 'string' ||
+        !Number.isFinite(l.incrementSec) ||
+        !Number.isFinite(l.expiresAt) ||
+        !Number.isFinite(l.renewAt)
+      )
+        continue;
+      this.#leases.set(l.ref, {
+        ref: l.ref,
+        leaseId: l.leaseId,
+        namespace: l.namespace,
+        incrementSec: l.incrementSec!,
+        renewable: l.renewable === true,
+        value: { bytes: Buffer.from(l.value, 'base64'), version: l.version },
+        expiresAt: l.expiresAt!,
+        renewAt: l.renewAt!,
+        ...(typeof l.ending === 'string' ? { ending: l.ending } : {}),
+      });
+    }
   }
 
   /** Forgets every lease (revoked, or gone with the token that made them). */

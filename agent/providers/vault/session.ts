@@ -3,7 +3,7 @@ import type { Authenticator } from './auth.ts';
 import type { Clock } from './clock.ts';
 import { vaultError } from './errors.ts';
 import { VaultResponseError, type VaultApi } from './http.ts';
-import { LeaseTracker, type LeaseEvent } from './leases.ts';
+import { LeaseTracker, type LeaseEvent, type SavedLease } from './leases.ts';
 
 /**
  * The Vault token's life: obtained on first use; renewed with `auth/token/renew-self` at two thirds
@@ -31,6 +31,21 @@ export interface TokenInfo {
   readonly renewable: boolean;
   /** Renewal reached the max TTL. */
   readonly capped: boolean;
+}
+
+/** The session as the small sidecar hands it to its next run: the token, its timers, the leases. */
+export interface SavedSession {
+  /** Which Vault and login this is for: a state from another is not used. */
+  readonly identity: string;
+  readonly token?: string;
+  readonly incrementSec: number;
+  readonly renewable: boolean;
+  readonly capped: boolean;
+  readonly expiresAt?: number;
+  readonly renewAt?: number;
+  readonly lookedUp: boolean;
+  readonly retired: readonly { readonly token: string; readonly expiresAt?: number }[];
+  readonly leases: readonly SavedLease[];
 }
 
 const RENEW_FRACTION = 2 / 3;
@@ -130,6 +145,58 @@ export class VaultSession {
     const candidates = [this.leases.nextDueAt(), this.#token === undefined ? undefined : this.#renewAt];
     const due = candidates.filter((c): c is number => c !== undefined);
     return due.length > 0 ? Math.min(...due) : undefined;
+  }
+
+  /** What the next run of the small sidecar needs to go on without a new login. `identity`: see SavedSession. */
+  save(identity: string): SavedSession {
+    const now = this.#clock.now();
+    return {
+      identity,
+      ...(this.#token !== undefined ? { token: this.#token } : {}),
+      incrementSec: this.#incrementSec,
+      renewable: this.#renewable,
+      capped: this.#capped,
+      ...(this.#expiresAt !== undefined ? { expiresAt: this.#expiresAt } : {}),
+      ...(this.#renewAt !== undefined ? { renewAt: this.#renewAt } : {}),
+      lookedUp: this.#lookedUp,
+      retired: this.#retired
+        .filter((t) => t.expiresAt === undefined || t.expiresAt > now)
+        .map((t) => ({ token: t.token, ...(t.expiresAt !== undefined ? { expiresAt: t.expiresAt } : {}) })),
+      leases: this.leases.save(),
+    };
+  }
+
+  /**
+   * Takes back what an earlier run saved, unless it is for another Vault or login, or of the wrong
+   * shape: then nothing is taken and the session logs in as on a first run. Returns whether it took it.
+   */
+  restore(saved: unknown, identity: string): boolean {
+    const s = saved as Partial<SavedSession> | undefined;
+    const optionalNumber = (n: unknown) => n === undefined || Number.isFinite(n);
+    if (
+      typeof s !== 'object' ||
+      s === null ||
+      s.identity !== identity ||
+      (s.token !== undefined && typeof s.token !== 'string') ||
+      !Number.isFinite(s.incrementSec) ||
+      !optionalNumber(s.expiresAt) ||
+      !optionalNumber(s.renewAt) ||
+      !Array.isArray(s.retired) ||
+      !Array.isArray(s.leases)
+    )
+      return false;
+    this.#token = s.token;
+    this.#incrementSec = s.incrementSec!;
+    this.#renewable = s.renewable === true;
+    this.#capped = s.capped === true;
+    this.#expiresAt = s.expiresAt;
+    this.#renewAt = s.renewAt;
+    this.#lookedUp = s.lookedUp === true;
+    this.#retired = s.retired
+      .filter((t) => typeof t?.token === 'string' && optionalNumber(t.expiresAt))
+      .map((t) => ({ token: t.token, expiresAt: t.expiresAt }));
+    this.leases.restore(s.leases);
+    return true;
   }
 
   /** Does what is due now: learn a static token's TTL, renew or replace the token, renew leases. */

@@ -50,6 +50,8 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
     settings.authNamespace,
   );
   const mounts = new KvMounts(api, settings.kvVersion);
+  // A saved session is used only by the same Vault, login and namespace (the env is the resident's, fixed).
+  const identity = JSON.stringify([settings.addr.origin, settings.authNamespace, session.authDescription]);
 
   const readOne = async (ref: VaultReference, signal: AbortSignal): Promise<SecretValue> => {
     const key = sourceKey(ref);
@@ -120,6 +122,10 @@ export function openVaultProvider(options: ProviderOptions, deps: VaultProviderD
         if (event.type === 'lease-ending') refetch(`lease of ${event.ref} ends (${event.reason})`);
       });
       session.start();
+    },
+    handOff: () => ({ state: session.save(identity), dueAt: session.nextDueAt() }),
+    async resume(state) {
+      if (session.restore(state, identity)) await session.maintain();
     },
     // Only a stopping sidecar calls this; an init run leaves token and leases to the app's use.
     async release(signal) {
