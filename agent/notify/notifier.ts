@@ -13,6 +13,12 @@ export interface RotationEvent {
 export interface Notifier {
   readonly kind: 'signal' | 'http' | 'command' | 'restart' | 'sentinel';
   notify(event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome>;
+  /**
+   * For the small sidecar, whose process ends after each refresh: resolves once what the notifier
+   * found to do at its start is done (a sentinel file whose hold is over, removed), and says when it
+   * next has work (the end of a hold), so the next run comes by then.
+   */
+  settle?(): Promise<{ readonly dueAt: number | undefined }>;
 }
 
 export type NotifyOutcome = { readonly ok: true } | { readonly ok: false; readonly reason: string };

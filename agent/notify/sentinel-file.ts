@@ -16,27 +16,42 @@ export function createSentinelFileNotifier(
 ): Notifier {
   const file = join(deps.secretsDir, settings.path);
   let clear: NodeJS.Timeout | undefined;
-  const removeAfter = (ms: number) => {
-    clearTimeout(clear);
-    clear = setTimeout(() => {
-      void rm(file, { force: true }).catch((e: unknown) =>
+  /** When the file in place must go (its hold ends); undefined when there is none. */
+  let holdEndsAt: number | undefined;
+  const remove = () =>
+    rm(file, { force: true }).then(
+      () => {
+        holdEndsAt = undefined;
+      },
+      (e: unknown) =>
         deps.log.warn(
           { file: settings.path, code: (e as NodeJS.ErrnoException).code },
           'sentinel file not removed',
         ),
-      );
-    }, ms);
+    );
+  const removeAfter = (ms: number) => {
+    clearTimeout(clear);
+    holdEndsAt = Date.now() + ms;
+    clear = setTimeout(() => void remove(), ms);
     // Not a reason to stay alive at shutdown: a pod that stops does not need the file cleared.
     clear.unref();
   };
-  // Left by an agent that stopped during a hold: removed when its hold is over, or the app would
-  // be restarted again and again.
-  void stat(file).then(
-    (info) => removeAfter(Math.max(0, info.mtimeMs + settings.holdMs - Date.now())),
+  // Left by an agent that stopped during a hold (or by the small sidecar's last run): removed when
+  // its hold is over, or the app would be restarted again and again.
+  const found = stat(file).then(
+    (info) => {
+      const left = info.mtimeMs + settings.holdMs - Date.now();
+      if (left > 0) removeAfter(left);
+      else return remove();
+    },
     () => undefined,
   );
   return {
     kind: 'sentinel',
+    async settle() {
+      await found;
+      return { dueAt: holdEndsAt };
+    },
     async notify(event) {
       const text = `rotated ${new Date().toISOString()}\n${event.changedFiles.map((f) => `${f}\n`).join('')}`;
       const tmp = join(dirname(file), `..sentinel_tmp_${process.pid}`);

@@ -60,6 +60,21 @@ export class RotationAnnouncer {
     }, this.#debounceMs);
   }
 
+  /**
+   * Announces a rotation still waiting out its debounce now, and resolves once every announcement
+   * has ended: a run of the small sidecar, about to exit, made its one swap already.
+   */
+  async flush(): Promise<void> {
+    const pending = this.#pending;
+    if (pending) {
+      clearTimeout(pending.timer);
+      this.#pending = undefined;
+      const event: RotationEvent = { versions: pending.versions, changedFiles: [...pending.changed].sort() };
+      this.#announcing = this.#announcing.then(() => this.#announce(event));
+    }
+    await this.#announcing;
+  }
+
   /** Drops a rotation still waiting out its debounce (the sidecar is stopping). */
   cancel(): void {
     if (this.#pending) clearTimeout(this.#pending.timer);
