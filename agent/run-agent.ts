@@ -90,6 +90,11 @@ async function main(args: readonly string[]): Promise<number> {
     'starting',
   );
   try {
+    if (config.mode === 'sidecar' && config.sidecar.handoff) {
+      // One refresh for /app/resident, which holds the port and the state between runs.
+      const { runHandoff } = await import('./modes/sidecar/handoff-run.ts');
+      return await runHandoff(config, { log, agentVersion: packageJson.version, env: process.env, formats });
+    }
     if (config.mode === 'sidecar') {
       // Loaded only here: an init container never pays for the HTTP server, metrics or notifiers.
       const { runSidecar } = await import('./modes/sidecar/run-sidecar.ts');

@@ -14,7 +14,7 @@ import { HELPER_ENV } from '../agent/providers/exec/exec-provider.ts';
 import { EXEC_SETTINGS } from '../agent/providers/exec/env.ts';
 import { VAULT_ENV } from '../agent/providers/vault/env.ts';
 import { AGENT_PORT_LIMITS } from '../agent/serve/health-server.ts';
-import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS } from '../agent/serve/metrics.ts';
+import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS, RESIDENT_METRICS } from '../agent/serve/metrics.ts';
 import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../webhook/annotations/annotation.ts';
@@ -299,7 +299,7 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
       ['Metric', 'Type', 'Labels', 'Meaning'],
       METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help]),
     ) +
-    `\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag sampled every ${EVENT_LOOP_SAMPLE_MS} ms) prefixed \`secret_agent_process_\`.`,
+    `\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag sampled every ${EVENT_LOOP_SAMPLE_MS} ms) prefixed \`secret_agent_process_\`. The small sidecar (\`/app/resident\`) serves the last run's metrics, counted over every run, and its own: ${RESIDENT_METRICS.map(code).join(', ')}, \`secret_agent_http_connections_refused_total\` for its port and \`secret_agent_process_resident_memory_bytes\`; a run, a process of a few hundred milliseconds, reports no process metrics.`,
   references: () =>
     `${table(
       ['Provider', 'Form', 'Meaning'],

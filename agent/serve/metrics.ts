@@ -76,9 +76,31 @@ export const METRIC_DOCS = [
     name: 'secret_agent_http_connections_refused_total',
     type: 'counter',
     labels: 'reason',
-    help: 'Connections to the agent’s port it closed unserved, by reason: per-source (its address already held its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, when none had), no-request (no complete request within the deadline).',
+    help: "Connections to the agent's port it closed unserved, by reason: per-source (its address already held its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, when none had), no-request (no complete request within the deadline).",
+  },
+  {
+    name: 'secret_agent_resident_runs_total',
+    type: 'counter',
+    labels: 'outcome',
+    help: 'Agent runs by outcome (ok, failed, timeout).',
+  },
+  {
+    name: 'secret_agent_resident_consecutive_failures',
+    type: 'gauge',
+    labels: '',
+    help: 'Runs failed since the last good one.',
   },
 ] as const;
+
+/**
+ * The metrics only the small sidecar's resident (agent/native/resident.c) serves, beside the last
+ * run's: it also serves secret_agent_http_connections_refused_total for its port, and its own
+ * secret_agent_process_resident_memory_bytes.
+ */
+export const RESIDENT_METRICS: readonly string[] = [
+  'secret_agent_resident_runs_total',
+  'secret_agent_resident_consecutive_failures',
+];
 
 /**
  * How often the event-loop lag histogram samples. prom-client's 10 ms wakes an otherwise idle sidecar
@@ -115,6 +137,8 @@ export class AgentMetrics {
     name: 'secret_agent_last_success_timestamp_seconds',
     help: help('secret_agent_last_success_timestamp_seconds'),
     labelNames: ['file'],
+    // Carried from run to run in the small sidecar (carried-metrics.ts): the latest wins.
+    aggregator: 'max',
     registers: [this.registry],
   });
   readonly refreshInterval = new Gauge({
@@ -158,8 +182,13 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  /**
+   * `processMetrics: false` for a run of the small sidecar: its process lives for one refresh, and
+   * what stays between refreshes is the resident, which reports itself.
+   */
+  constructor({ processMetrics = true }: { processMetrics?: boolean } = {}) {
     for (const reason of Object.keys(REFUSALS)) this.refusedConnections.inc({ reason }, 0);
+    if (!processMetrics) return;
     // Process RSS, heap, open fds, event-loop lag: what a leak or a stall shows up in.
     collectDefaultMetrics({
       register: this.registry,
