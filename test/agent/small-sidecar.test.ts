@@ -14,7 +14,8 @@ import { after, before, describe, it } from 'node:test';
 import { METRIC_DOCS, RESIDENT_METRICS } from '../../agent/serve/metrics.ts';
 import { FakeVault } from '../fakes/vault.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
-import { freePort } from '../support/moto.ts';
+import { FaultInjectingProxy } from '../support/fault-injecting-proxy.ts';
+import { freePort, MOTO_ENV, motoSecrets, startMoto } from '../support/moto.ts';
 import { AGENT_JS, eventually, memoryDir, runAgent } from '../support/run-agent.ts';
 import { residentBinary } from '../resident/resident-process.ts';
 
@@ -194,6 +195,43 @@ describe('the small sidecar: the resident runs the agent once per refresh', () =
     }
     const logs = sidecar.output().stdout;
     assert.ok(!logs.includes(saJwt) && !logs.includes('hvs.'), 'no credential in the logs');
+  });
+
+  it('AWS with IRSA: one STS login over many runs, while the credentials last', async () => {
+    const moto = await startMoto();
+    const sts = await FaultInjectingProxy.start(moto.endpoint);
+    const secrets = motoSecrets(moto.endpoint);
+    using dir = memoryDir();
+    try {
+      await secrets.put('irsa/db', canary('aws-value'));
+      writeFileSync(join(dir.path, '..jwt'), 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhcHAifQ.c2ln');
+      const sidecar = await startSmallSidecar({
+        AWS_REGION: MOTO_ENV.AWS_REGION,
+        AWS_ROLE_ARN: 'arn:aws:iam::123456789012:role/app',
+        AWS_WEB_IDENTITY_TOKEN_FILE: join(dir.path, '..jwt'),
+        AWS_ENDPOINT_URL_STS: sts.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+        SECRETS_DIR: dir.path,
+        REFRESH_INTERVAL: '1s',
+        SECRET_0_REF: 'aws:irsa/db',
+        SECRET_0_FILENAME: 'db',
+      });
+      try {
+        await eventually(
+          async () => ((await sidecar.metric(OK_RUNS)) ?? 0) >= 3 || undefined,
+          'three good runs',
+        );
+        const fetched = await sidecar.metric('secret_agent_fetches_total{provider="aws",outcome="success"}');
+        assert.ok(fetched !== undefined && fetched >= 3, `a fetch per run: ${fetched}`);
+        assert.equal(sts.calls.length, 1, 'one AssumeRoleWithWebIdentity over every run');
+      } finally {
+        assert.equal(await sidecar.stop(), 0);
+      }
+    } finally {
+      secrets.destroy();
+      await sts.close();
+      await moto.stop();
+    }
   });
 
   it('a backend failure keeps the last good files and readiness, counts it, and recovers', async () => {

@@ -5,6 +5,7 @@ import {
   type SecretValueEntry,
 } from '@aws-sdk/client-secrets-manager';
 import type { AwsReference } from '../../contract/reference.ts';
+import { CarriedCredentials } from './carried-credentials.ts';
 import {
   errorDetail,
   fetchEach,
@@ -35,6 +36,7 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
   const defaultRegion = process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
   // Some IAM policies grant GetSecretValue but not BatchGetSecretValue; after one denial, stop batching.
   let batchAllowed = true;
+  const carried = new CarriedCredentials(process.env);
 
   const clientFor = (region: string): SecretsManagerClient => {
     let client = clients.get(region);
@@ -64,6 +66,7 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
         },
         { step: 'build', name: 'secretAgentEndpoint' },
       );
+      carried.wrap(client);
       clients.set(region, client);
     }
     return client;
@@ -186,6 +189,10 @@ export const createAwsProvider: ProviderFactory<AwsReference> = (options) => {
         }),
       );
       return refs.map((ref) => outcomes.get(ref)!);
+    },
+    handOff: () => ({ state: carried.save() ?? null, dueAt: undefined }),
+    async resume(state) {
+      carried.restore(state);
     },
     endpoint(ref) {
       const region = ref.region ?? defaultRegion;
