@@ -71,6 +71,7 @@ typedef struct { size_t refs, len; char data[]; } blob; /* refs: answers still s
 static blob *metrics, *state; /* the last good run's */
 static int ready, ever_ok, stopping, exit_code = -1;
 static unsigned long runs_ok, runs_failed, runs_timeout, refused[3], failures_in_row, run_no;
+static long last_run_ms = -1; /* how long the last run took, start to reaped */
 static long deadline_ms = DEADLINE_DEFAULT_MS, last_next_ms = BACKOFF_MAX_MS;
 static int64_t next_at, stop_kill_at, accept_paused_until;
 static char **run_argv, **run_env;
@@ -382,6 +383,7 @@ static void finish_run(void) {
   else if (code) snprintf(why, sizeof why, "exited %d", code);
   else if (run.phase != P_END) snprintf(why, sizeof why, "wrote a bad outcome: %s", run.err ? run.err : "no end");
   run.pid = 0;
+  last_run_ms = now_ms() - run.started;
   if (!*why) {
     blob_drop(&metrics), blob_drop(&state);
     metrics = run.new_metrics, state = run.new_state; /* a run that hands back nothing keeps nothing */
@@ -468,9 +470,12 @@ static size_t counters(char *o, size_t cap) {
     "secret_agent_http_connections_refused_total{reason=\"no-request\"} %lu\n"
     "# HELP secret_agent_process_resident_memory_bytes Resident memory size in bytes.\n"
     "# TYPE secret_agent_process_resident_memory_bytes gauge\n"
-    "secret_agent_process_resident_memory_bytes %lu\n",
+    "secret_agent_process_resident_memory_bytes %lu\n"
+    "# HELP secret_agent_resident_last_run_seconds How long the last run took, from its start to its end.\n"
+    "# TYPE secret_agent_resident_last_run_seconds gauge\n"
+    "secret_agent_resident_last_run_seconds %ld.%03ld\n",
     runs_ok, runs_failed, runs_timeout, failures_in_row, refused[0], refused[1], refused[2],
-    resident_bytes());
+    resident_bytes(), last_run_ms < 0 ? 0L : last_run_ms / 1000, last_run_ms < 0 ? 0L : last_run_ms % 1000);
 }
 
 static void answer(struct conn *c, int status, const char *body, blob *text) {

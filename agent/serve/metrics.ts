@@ -90,6 +90,12 @@ export const METRIC_DOCS = [
     labels: '',
     help: 'Runs failed since the last good one.',
   },
+  {
+    name: 'secret_agent_resident_last_run_seconds',
+    type: 'gauge',
+    labels: '',
+    help: 'How long the last run took, from its start to its end.',
+  },
 ] as const;
 
 /**
@@ -100,6 +106,7 @@ export const METRIC_DOCS = [
 export const RESIDENT_METRICS: readonly string[] = [
   'secret_agent_resident_runs_total',
   'secret_agent_resident_consecutive_failures',
+  'secret_agent_resident_last_run_seconds',
 ];
 
 /**

@@ -166,6 +166,8 @@ describe('the small sidecar: the resident runs the agent once per refresh', () =
         const declared = METRIC_DOCS.find((m) => m.name === name)!;
         assert.ok(body.includes(`# HELP ${name} ${declared.help}\n`), `${name} as declared`);
       }
+      const lastRun = await sidecar.metric('secret_agent_resident_last_run_seconds');
+      assert.ok(lastRun !== undefined && lastRun > 0 && lastRun < 30, `the last run took ${lastRun} s`);
       const rss = await sidecar.metric('secret_agent_process_resident_memory_bytes');
       assert.ok(rss !== undefined && rss < 4 * 1024 * 1024, `the resident holds ${rss} bytes`);
 
