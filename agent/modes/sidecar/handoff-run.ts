@@ -78,7 +78,9 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
     pod: config.pod,
     agentVersion: options.agentVersion,
     serviceAccountDir: config.serviceAccountDir,
-    mode: 'sidecar',
+    // A run lives as briefly as an init container: GCP over REST, which starts faster and is in the
+    // GCP snapshot, not gRPC, which pays off only over a long-lived process.
+    mode: 'init',
   });
 
   try {
