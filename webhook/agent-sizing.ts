@@ -53,6 +53,32 @@ export const MEASURED = {
   steadyCpuMillicores: 0.7,
 } as const;
 
+/**
+ * The small sidecar (`secret-agent.io/sidecar-process: small`): /app/resident holds the port between
+ * refreshes and runs each refresh as a short Node process. From the idle-resident measurement of issue
+ * 31 (the resident with a refresh run every 5 minutes, its container's memory cgroup read as the kubelet
+ * reads it); bench/ will measure it with the other figures and refresh these.
+ */
+export const MEASURED_SMALL_SIDECAR = {
+  /**
+   * The working set between refreshes: the resident's own RSS (residentRssMiB) and the kernel memory
+   * the runs leave charged to the cgroup (page tables and slab freed lazily, runLeftoverKernelMiB).
+   */
+  idleWorkingSetMiB: 1.7,
+  /** The resident alone: a static C program, no heap to speak of. */
+  residentRssMiB: 0.35,
+  /** Kernel memory the runs leave in the cgroup once they have exited. */
+  runLeftoverKernelMiB: 1.36,
+} as const;
+
+/**
+ * The shortest refresh interval a small sidecar takes: each run starts Node from the snapshot, 0.1–0.3
+ * CPU-s (MEASURED.startCpuSeconds at worst), where a resident Node agent's refresh costs a few ms. At
+ * 60 s that is at most 5 m of CPU on average, a few times the resident agent's ~1 m, for 15–30 MiB less
+ * memory; under it the runs' CPU outweighs the memory saved, so such a pod keeps the Node agent.
+ */
+export const SMALL_SIDECAR_MIN_INTERVAL_MS = 60_000;
+
 /** V8's young generation with --max-semi-space-size=1: two semi-spaces and the new large-object space. */
 const YOUNG_GENERATION_MIB = 3;
 
@@ -65,6 +91,15 @@ const roundUp = (x: number, step: number) => Math.ceil(x / step) * step;
  */
 export const REQUEST_MARGIN = 1.25;
 export const DEFAULT_MEMORY_REQUEST = `${roundUp(MEASURED.steadyWorkingSetMiB * REQUEST_MARGIN, 4)}Mi`;
+
+/**
+ * The small sidecar's request: its working set between refreshes with the same margin, in steps of 4
+ * MiB. A refresh run peaks as an init run does (MEASURED: 32–50 MiB), above this request and within the
+ * same limit as every agent container (DEFAULT_MEMORY_LIMIT), for the 0.2–1 s it lasts: memory above a
+ * request is only at risk when the node runs short, and a run killed for it is a failed run, retried
+ * while the files stay (docs/webhook.md, What a pod costs).
+ */
+export const DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST = `${roundUp(MEASURED_SMALL_SIDECAR.idleWorkingSetMiB * REQUEST_MARGIN, 4)}Mi`;
 
 /** The limit: a tenth over the lowest limit under which the worst case barely thrashes, in steps of 16 MiB. */
 export const LIMIT_MARGIN = 1.1;

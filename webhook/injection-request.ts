@@ -43,10 +43,10 @@ export interface InjectionRequest {
   readonly agentSettings: readonly AgentSettingRequest[];
   /** Where the sidecar listens, for its probes. */
   readonly httpPort: number;
-  readonly resources: {
-    readonly requests: { readonly cpu: string; readonly memory: string };
-    readonly limits: { readonly cpu?: string; readonly memory: string };
-  };
+  /** The agent containers' resources; a small sidecar's memory request is its own (sidecarProcess). */
+  readonly resources: AgentResources;
+  /** What stays in the sidecar between refreshes; undefined where no sidecar runs. */
+  readonly sidecarProcess?: SidecarProcess;
   /** The agent's user and group, and how the app reads the files (parse/plan-file-access.ts). */
   readonly fileAccess: FileAccess;
   readonly volumeSizeLimit: string;
@@ -73,6 +73,20 @@ export interface InjectionRequest {
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */
   readonly warnings: readonly string[];
 }
+
+export interface AgentResources {
+  readonly requests: { readonly cpu: string; readonly memory: string };
+  readonly limits: { readonly cpu?: string; readonly memory: string };
+}
+
+/**
+ * The sidecar's process (parse/sidecar-process.ts): the whole Node agent, or the small sidecar,
+ * /app/resident, which runs the agent for each refresh; it has its own resources (a smaller memory
+ * request) and AGENT_RUN_DEADLINE, a whole-unit Go duration as the resident reads it.
+ */
+export type SidecarProcess =
+  | { readonly kind: 'node' }
+  | { readonly kind: 'small'; readonly resources: AgentResources; readonly runDeadline: string };
 
 /**
  * Who reads the files and how: the agent's uid and gid, and the mode and group that let every container

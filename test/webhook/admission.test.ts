@@ -1,5 +1,10 @@
 import { nodeOptions } from '../../webhook/agent-sizing.ts';
-import { GCP_INIT_COMMAND, SIDECAR_COMMAND } from '../../webhook/render/agent-containers.ts';
+import {
+  AGENT_ENTRYPOINT,
+  GCP_INIT_COMMAND,
+  SIDECAR_COMMAND,
+  smallSidecarCommand,
+} from '../../webhook/render/agent-containers.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
@@ -41,6 +46,8 @@ const AGENT_SECURITY = {
   seccompProfile: { type: 'RuntimeDefault' },
 };
 const RESOURCES = { requests: { cpu: '15m', memory: '40Mi' }, limits: { memory: '128Mi' } };
+/** The small sidecar's: the resident's request, and the same limit, since a run peaks as an init run does. */
+const SMALL_RESOURCES = { requests: { cpu: '15m', memory: '4Mi' }, limits: { memory: '128Mi' } };
 /** The default 128Mi limit, less the 8Mi volume and the reserve outside the heap (webhook/agent-sizing.ts). */
 const NODE_OPTIONS_ENV = { name: 'NODE_OPTIONS', value: '--max-old-space-size=44 --max-semi-space-size=1' };
 /** HOME and the SDKs' config files, away from anything a pod could mount or write (agent/contract/sdk-config-env.ts). */
@@ -50,7 +57,16 @@ const SDK_CONFIG_ENV = [
   { name: 'AWS_SHARED_CREDENTIALS_FILE', value: '/nonexistent/.aws/credentials' },
   { name: 'CLOUDSDK_CONFIG', value: '/nonexistent/.config/gcloud' },
 ];
-/** What a sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
+/** What the small sidecar runs, written out: the resident, which runs the image's entrypoint for each refresh. */
+const SMALL_SIDECAR_ARGV = [
+  '/app/resident',
+  '--',
+  '/nodejs/bin/node',
+  '--snapshot-blob',
+  '/app/agent.blob',
+  '--',
+];
+/** What the Node sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [
   '/nodejs/bin/node',
   '--no-turbofan',
@@ -101,19 +117,24 @@ describe('exact patches', () => {
             env: [
               { name: 'AGENT_MODE', value: 'sidecar' },
               { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
+              // For the resident: the cluster's AGENT_RUN_DEADLINE (2m), over INIT_DEADLINE + 15 s.
+              { name: 'AGENT_RUN_DEADLINE', value: '2m' },
               { name: 'FILE_MODE', value: '0440' },
               { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
               { name: 'SECRET_0_FILENAME', value: 'db-password' },
               { name: 'AWS_REGION', value: 'eu-west-1' },
               ...SDK_CONFIG_ENV,
+              // What each run gets from the resident: the heap cap, as an init container's.
               NODE_OPTIONS_ENV,
               ...DOWNWARD_ENV,
             ],
             volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
-            resources: RESOURCES,
+            // Between refreshes only the resident stays (4Mi); a run peaks as an init run, within the limit.
+            resources: SMALL_RESOURCES,
             securityContext: { ...AGENT_SECURITY, runAsGroup: 65532 },
-            // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
-            command: SIDECAR_ARGV,
+            // The small sidecar (the default): the resident, which runs the image's entrypoint, the
+            // start-up snapshot, for each refresh.
+            command: SMALL_SIDECAR_ARGV,
             restartPolicy: 'Always',
             ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             // Holds the app until /readyz answers 200, for INIT_DEADLINE (60 s) + 15 s at most: the
@@ -151,6 +172,72 @@ describe('exact patches', () => {
     ]);
   });
 
+  it('sidecar-process: node, and a cluster whose AGENT_SIDECAR_PROCESS is node: the Node sidecar, as before the small one', () => {
+    const annotations = { 'secret-agent.io/secret-db-password': 'aws:prod/db#password' };
+    const asked = admit(basicPod({ ...annotations, 'secret-agent.io/sidecar-process': 'node' }), {
+      AGENT_AWS_REGION: 'eu-west-1',
+    });
+    const clusterNode = admit(basicPod(annotations), {
+      AGENT_AWS_REGION: 'eu-west-1',
+      AGENT_SIDECAR_PROCESS: 'node',
+    });
+    assert.equal(asked.outcome, 'injected');
+    const patch = decodePatch(asked.review.response);
+    // The same patch either way: the annotation is the pod's, never part of what is added.
+    assert.deepEqual(decodePatch(clusterNode.review.response), patch);
+    assert.deepEqual(asked.review.response.warnings, clusterNode.review.response.warnings);
+    const agent = patch.find((op) => op.path === '/spec/initContainers');
+    assert.deepEqual(agent?.value, [
+      {
+        name: 'secret-agent',
+        image: AGENT_IMAGE,
+        imagePullPolicy: 'IfNotPresent',
+        env: [
+          { name: 'AGENT_MODE', value: 'sidecar' },
+          { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
+          { name: 'FILE_MODE', value: '0440' },
+          { name: 'SECRET_0_REF', value: 'aws:prod/db#password' },
+          { name: 'SECRET_0_FILENAME', value: 'db-password' },
+          { name: 'AWS_REGION', value: 'eu-west-1' },
+          ...SDK_CONFIG_ENV,
+          NODE_OPTIONS_ENV,
+          ...DOWNWARD_ENV,
+        ],
+        volumeMounts: [{ name: 'secret-agent-secrets', mountPath: '/secret-agent/secrets' }],
+        resources: RESOURCES,
+        securityContext: { ...AGENT_SECURITY, runAsGroup: 65532 },
+        // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
+        command: SIDECAR_ARGV,
+        restartPolicy: 'Always',
+        ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
+        lifecycle: {
+          postStart: {
+            exec: {
+              command: [
+                '/nodejs/bin/node',
+                '/app/wait-ready.cjs',
+                '--url=http://127.0.0.1:8099/readyz',
+                '--deadline=75s',
+              ],
+            },
+          },
+        },
+        readinessProbe: {
+          httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
+          timeoutSeconds: 1,
+          periodSeconds: 10,
+          failureThreshold: 3,
+        },
+        livenessProbe: {
+          httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
+          timeoutSeconds: 1,
+          periodSeconds: 10,
+          failureThreshold: 3,
+        },
+      },
+    ]);
+  });
+
   it('init+sidecar without native sidecars, into a pod with init containers, volumes, env and a pod runAsUser', () => {
     const pod = basicPod(
       {
@@ -180,6 +267,8 @@ describe('exact patches', () => {
     const agentEnv = (mode: string) => [
       { name: 'AGENT_MODE', value: mode },
       { name: 'SECRETS_DIR', value: '/secret-agent/secrets' },
+      // The classic sidecar is small (a 1m interval is at the floor); the init container has no resident.
+      ...(mode === 'sidecar' ? [{ name: 'AGENT_RUN_DEADLINE', value: '2m' }] : []),
       { name: 'REFRESH_INTERVAL', value: '1m' },
       { name: 'SECRET_0_REF', value: 'vault:secret/data/app#token' },
       { name: 'SECRET_0_FILENAME', value: 'api' },
@@ -231,7 +320,8 @@ describe('exact patches', () => {
         value: {
           name: 'secret-agent',
           ...common,
-          command: SIDECAR_ARGV,
+          resources: SMALL_RESOURCES,
+          command: SMALL_SIDECAR_ARGV,
           env: agentEnv('sidecar'),
           ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {
@@ -887,9 +977,20 @@ describe('which start-up snapshot the init container runs', () => {
       assert.deepEqual(c.command, [...GCP_INIT_COMMAND]);
     });
 
-  it('a native sidecar runs the plain bundle, GCP or not: it stays, so its memory counts', () => {
-    const c = initContainer({ 'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key' });
+  it('a Node sidecar runs the plain bundle, GCP or not: it stays, so its memory counts', () => {
+    const c = initContainer({
+      'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key',
+      'secret-agent.io/sidecar-process': 'node',
+    });
     assert.deepEqual(c.command, [...SIDECAR_COMMAND]);
+  });
+
+  it('a small sidecar’s runs start from a snapshot as an init run does: GCP’s where the pod reads GCP', () => {
+    const gcp = initContainer({ 'secret-agent.io/secret-key': 'projects/my-project/secrets/api-key' });
+    assert.deepEqual(gcp.command, ['/app/resident', '--', ...GCP_INIT_COMMAND]);
+    assert.deepEqual(gcp.command, [...smallSidecarCommand(true)]);
+    const aws = initContainer({ 'secret-agent.io/secret-db': 'aws:prod/db#password' });
+    assert.deepEqual(aws.command, ['/app/resident', '--', ...AGENT_ENTRYPOINT]);
   });
 });
 

@@ -6,14 +6,17 @@ import {
   DEFAULT_CPU_REQUEST,
   DEFAULT_MEMORY_LIMIT,
   DEFAULT_MEMORY_REQUEST,
+  DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
   LIMIT_MARGIN,
   MEASURED,
+  MEASURED_SMALL_SIDECAR,
   MIN_HEAP_MIB,
   nodeOptions,
   OUTSIDE_HEAP_RESERVE_MIB,
   quantityBytes,
   quantityValue,
   REQUEST_MARGIN,
+  SMALL_SIDECAR_MIN_INTERVAL_MS,
   smallestGuardedLimitMiB,
   v8HeapCapMiB,
 } from '../../webhook/agent-sizing.ts';
@@ -46,16 +49,46 @@ describe('agent resources: defaults set from the measured figures', () => {
     assert.equal(WEBHOOK_SETTINGS.AGENT_MEMORY_REQUEST.default, DEFAULT_MEMORY_REQUEST);
     assert.equal(WEBHOOK_SETTINGS.AGENT_MEMORY_LIMIT.default, DEFAULT_MEMORY_LIMIT);
     assert.equal(WEBHOOK_SETTINGS.AGENT_CPU_REQUEST.default, DEFAULT_CPU_REQUEST);
+    assert.equal(
+      WEBHOOK_SETTINGS.AGENT_SMALL_SIDECAR_MEMORY_REQUEST.default,
+      DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
+    );
     const { resources } = parseWebhookConfig({ AGENT_IMAGE }).injection;
     assert.deepEqual(resources, {
       cpuRequest: DEFAULT_CPU_REQUEST,
       memoryRequest: DEFAULT_MEMORY_REQUEST,
       memoryLimit: DEFAULT_MEMORY_LIMIT,
+      smallSidecarMemoryRequest: DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
     });
     // Today's figures give these; a new bench that moves them changes the goldens with them.
     assert.deepEqual(
-      [DEFAULT_MEMORY_REQUEST, DEFAULT_MEMORY_LIMIT, DEFAULT_CPU_REQUEST],
-      ['40Mi', '128Mi', '15m'],
+      [
+        DEFAULT_MEMORY_REQUEST,
+        DEFAULT_MEMORY_LIMIT,
+        DEFAULT_CPU_REQUEST,
+        DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
+      ],
+      ['40Mi', '128Mi', '15m', '4Mi'],
+    );
+  });
+
+  it('the small sidecar’s request covers its working set between refreshes with the margin, in one step', () => {
+    const request = MiB(DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST);
+    const idle = MEASURED_SMALL_SIDECAR.idleWorkingSetMiB;
+    assert.ok(request >= idle * REQUEST_MARGIN, `${request} MiB`);
+    assert.ok(request < idle * REQUEST_MARGIN + 4, 'rounded up by less than one step');
+    // The resident and what the runs leave are the working set, within a rounding.
+    assert.ok(
+      Math.abs(MEASURED_SMALL_SIDECAR.residentRssMiB + MEASURED_SMALL_SIDECAR.runLeftoverKernelMiB - idle) <
+        0.05,
+    );
+  });
+
+  it('the small sidecar’s floor on refresh intervals is below the agent’s default interval', () => {
+    const interval = parseDuration(AGENT_SETTINGS.REFRESH_INTERVAL.default!)!;
+    assert.ok(
+      interval >= SMALL_SIDECAR_MIN_INTERVAL_MS,
+      'a pod that sets no interval suits the small sidecar',
     );
   });
 

@@ -47,9 +47,12 @@ const POD_SETTABLE = new Set<string>([
   'VAULT_CLIENT_CERT',
   'VAULT_CLIENT_KEY',
 ]);
-/** The webhook's own: the mode, the mount path, the references, the heap cap, the downward API. */
+/**
+ * The webhook's own: the mode, the mount path, the references, the heap cap, the downward API, the
+ * small sidecar's run deadline (the cluster's, raised to the pod's INIT_DEADLINE + 15 s).
+ */
 const WEBHOOK_OWN =
-  /^(AGENT_MODE|SECRETS_DIR|SECRET_\d+_[A-Z_]+|NODE_OPTIONS|POD_NAME|POD_NAMESPACE|POD_UID)$/;
+  /^(AGENT_MODE|SECRETS_DIR|SECRET_\d+_[A-Z_]+|NODE_OPTIONS|POD_NAME|POD_NAMESPACE|POD_UID|AGENT_RUN_DEADLINE)$/;
 /** What would send the agent's credentials, or its code, elsewhere: never a pod's to set. */
 const NEVER =
   /ENDPOINT|PROXY|SKIP_VERIFY|INSECURE|_TOKEN$|_TOKEN_FILE|ACCESS_KEY|SECRET_ACCESS|SESSION|CREDENTIALS|PROFILE|CONFIG_FILE|METADATA|NODE_|^VAULT_ADDR$/;
@@ -57,6 +60,8 @@ const NEVER =
 /** Every pod annotation at a valid value, together: as much as one pod can reach. */
 const EVERYTHING: Partial<Record<PodAnnotationName, string>> = {
   mode: 'sidecar',
+  // node: vault-revoke-on-shutdown below does not suit the small sidecar; SMALL_EVERYTHING has small.
+  'sidecar-process': 'node',
   'mount-path': '/var/run/secrets/app',
   containers: 'app',
   'file-mode': '0440',
@@ -127,6 +132,8 @@ function checkReach(env: Record<string, string | undefined>): void {
     if (NEVER.test(name) && name !== 'NODE_OPTIONS' && !(name in CLUSTER_ONLY))
       assert.fail(`${name} is set in the agent container`);
   }
+  // Only /app/resident sets it, for each run: with it a process makes one refresh and exits.
+  assert.equal(env.AGENT_HANDOFF_FDS, undefined);
   // The heap cap is the only NODE_OPTIONS, whatever memory limit the pod asks for.
   assert.match(env.NODE_OPTIONS ?? '', /^--max-old-space-size=\d+ --max-semi-space-size=1$/);
   if (env.VAULT_AUTH_MOUNT !== undefined) assert.equal(env.VAULT_AUTH_MOUNT, CLUSTER.AGENT_VAULT_AUTH_MOUNT);
@@ -149,6 +156,28 @@ describe('what a pod’s annotations reach in the agent container', () => {
       // The pod picked cert: the cluster's mount is the kubernetes method's, not cert's.
       assert.equal(env.VAULT_AUTH_MOUNT, undefined);
     }
+  });
+
+  it('every annotation the small sidecar suits, at once: the same reach, the resident’s run deadline, never the handoff', () => {
+    const small: Partial<Record<PodAnnotationName, string>> = {
+      ...EVERYTHING,
+      'sidecar-process': 'small',
+      'vault-revoke-on-shutdown': 'false',
+    };
+    const annotations = Object.fromEntries(Object.entries(small).map(([k, v]) => [PREFIX + k, v!]));
+    const envs = agentEnvs({ ...REFERENCES, ...annotations });
+    assert.ok(envs, 'the pod is admitted');
+    assert.equal(envs.length, 1);
+    for (const env of envs) {
+      checkReach(env);
+      // init-deadline 2m + 15 s, over the cluster's 2m.
+      assert.equal(env.AGENT_RUN_DEADLINE, '2m15s');
+    }
+    // No annotation is the handoff under another name.
+    assert.deepEqual(
+      Object.entries(POD_ANNOTATIONS).filter(([, a]) => 'env' in a && a.env === 'AGENT_HANDOFF_FDS'),
+      [],
+    );
   });
 
   it('hostile values in any annotation: refused, or admitted with the same reach', () => {

@@ -10,6 +10,7 @@ import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { renderAgentEnv } from '../render/agent-env.ts';
 import { renderPodPatch } from '../render/pod-patch.ts';
+import { RESIDENT_HANDOFF_FDS } from '../render/agent-containers.ts';
 import { checkAnnotationLimits } from './annotation-limits.ts';
 import { boundRefusal, boundWarnings, patchSizeError } from './answer-limits.ts';
 import { decide, type SkipReason } from './decide.ts';
@@ -181,12 +182,14 @@ export const ACCEPTED_ENV_LIMIT = 1024;
 
 /**
  * Runs the agent's own parser over the env we are about to render, so a pod is denied now (naming
- * the annotation) rather than crash-looping later on a combination only the agent checks.
+ * the annotation) rather than crash-looping later on a combination only the agent checks. A small
+ * sidecar's runs see that env with the handoff the resident adds (what it refuses in a run included).
  */
 function checkAgentAccepts(injection: InjectionRequest, annotations: Readonly<Record<string, string>>): void {
   const { env, sources } = renderAgentEnv(injection, 'sidecar');
   const values: Record<string, string> = {};
   for (const e of env) values[e.name] = 'value' in e ? e.value : 'downward-api';
+  if (injection.sidecarProcess?.kind === 'small') values.AGENT_HANDOFF_FDS = RESIDENT_HANDOFF_FDS;
   // The check is a pure function of the env, and every pod of a workload renders the same env:
   // a rollout of N replicas parses it once. Kept as a digest: the env may be a few hundred KiB.
   const key = hash('sha256', JSON.stringify(values), 'base64');

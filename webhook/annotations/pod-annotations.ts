@@ -9,6 +9,8 @@ import {
   GCP_PROJECT,
   injectionMode,
   pattern,
+  SIDECAR_PROCESSES,
+  sidecarProcessName,
   cpuQuantity,
   memoryQuantity,
   userId,
@@ -59,6 +61,13 @@ export const POD_ANNOTATIONS = {
     default: 'init+sidecar',
     doc: '`init`: write the files once before the app starts. `sidecar`: keep them fresh while the app runs (the app may start first). `init+sidecar`: both; one native sidecar where the cluster has them.',
     parse: injectionMode,
+  }),
+  'sidecar-process': annotation({
+    type: SIDECAR_PROCESSES.map((p) => `\`${p}\``).join(' | '),
+    echo: 'quote',
+    default: undefined,
+    doc: 'What stays in the sidecar between refreshes. `small`: only /app/resident (~2 MiB), which holds the port and runs the agent for each refresh. `node`: the whole Node agent (~18–30 MiB). Default: AGENT_SIDECAR_PROCESS (`small`) where the pod suits it, else `node`; `small` asked for by a pod it does not suit (a refresh interval under 60s, exit-with-process, Vault revoke-on-shutdown) is refused (docs/webhook.md, “The small sidecar”).',
+    parse: sidecarProcessName,
   }),
   'mount-path': annotation({
     type: 'absolute path',

@@ -25,6 +25,22 @@ export function injectionMode(text: string, field: string): InjectionMode {
 }
 
 /**
+ * What stays in a sidecar between refreshes: `small`, only /app/resident, which runs the agent for each
+ * refresh; `node`, the whole Node agent (docs/webhook.md, “The small sidecar”).
+ */
+export const SIDECAR_PROCESSES = ['small', 'node'] as const;
+export type SidecarProcessName = (typeof SIDECAR_PROCESSES)[number];
+
+export function sidecarProcessName(text: string, field: string): SidecarProcessName {
+  if ((SIDECAR_PROCESSES as readonly string[]).includes(text)) return text as SidecarProcessName;
+  throw new ConfigError(
+    field,
+    `${quote(text)} is not a sidecar process`,
+    `use one of ${SIDECAR_PROCESSES.join(', ')}`,
+  );
+}
+
+/**
  * An absolute path without `..` segments, in its normal form (parse/mount-overlap.ts): `//`, `.`
  * segments and a trailing `/` mean nothing to the kernel, so nothing downstream sees them.
  */

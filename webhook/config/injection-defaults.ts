@@ -1,3 +1,4 @@
+import type { SidecarProcessName } from '../annotations/values.ts';
 import type { ExecHelpersVolume } from '../exec-helpers-volume.ts';
 import type { VaultPolicy } from '../vault-policy.ts';
 import type { NativeSidecarsSetting } from './setting-values.ts';
@@ -41,7 +42,13 @@ export interface InjectionDefaults {
     readonly cpuLimit?: string;
     readonly memoryRequest: string;
     readonly memoryLimit: string;
+    /** AGENT_SMALL_SIDECAR_MEMORY_REQUEST: a small sidecar's, in place of memoryRequest. */
+    readonly smallSidecarMemoryRequest: string;
   };
+  /** AGENT_SIDECAR_PROCESS: what a pod that does not say gets, where it suits the pod. */
+  readonly sidecarProcess: SidecarProcessName;
+  /** AGENT_RUN_DEADLINE, in ms: a small sidecar's longest refresh run, before a pod's INIT_DEADLINE raises it. */
+  readonly runDeadlineMs: number;
   readonly volumeSizeLimit: string;
   readonly cluster: ClusterDefaults;
   /** secret-agent.io/rotation-command is allowed (ALLOW_ROTATION_COMMAND). */

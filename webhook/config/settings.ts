@@ -1,6 +1,8 @@
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { duration, nonEmpty, oneOf, setting } from '../../agent/contract/settings.ts';
 import {
   absolutePath,
+  sidecarProcessName,
   groupId,
   cpuQuantity,
   memoryQuantity,
@@ -28,8 +30,11 @@ import {
   DEFAULT_CPU_REQUEST,
   DEFAULT_MEMORY_LIMIT,
   DEFAULT_MEMORY_REQUEST,
+  DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
   MEASURED,
+  MEASURED_SMALL_SIDECAR,
   OUTSIDE_HEAP_RESERVE_MIB,
+  SMALL_SIDECAR_MIN_INTERVAL_MS,
 } from '../agent-sizing.ts';
 
 /**
@@ -101,6 +106,16 @@ export const WEBHOOK_SETTINGS = {
     doc: '`auto`: decided once at start from the API server’s `GET /version`: `true` from 1.29 on, else `false`; `false` with a warning when the version cannot be read. Needs no RBAC (the default system:public-info-viewer binding allows /version to everyone) but the service-account token mounted. `auto` follows the control plane only, and kubelets may lag it by up to three minor versions: set `false` while any node runs < 1.29. `true`: init+sidecar becomes one native sidecar (an init container with restartPolicy: Always; every node ≥ 1.29). `false`: an init container plus a classic sidecar; works on every version.',
     parse: nativeSidecars,
   }),
+  AGENT_SIDECAR_PROCESS: setting({
+    default: 'small',
+    doc: `What stays in a pod’s sidecar between refreshes when the pod does not say (\`secret-agent.io/sidecar-process\`). \`small\`: only /app/resident (~2 MiB), which runs the agent for each refresh; a pod it does not suit (a refresh interval under ${SMALL_SIDECAR_MIN_INTERVAL_MS / 1000}s, exit-with-process, Vault revoke-on-shutdown) gets \`node\`. \`node\`: the whole Node agent (~18–30 MiB), as before (docs/webhook.md, “The small sidecar”).`,
+    parse: sidecarProcessName,
+  }),
+  AGENT_RUN_DEADLINE: setting({
+    default: AGENT_SETTINGS.AGENT_RUN_DEADLINE.default,
+    doc: 'Passed to small sidecars as AGENT_RUN_DEADLINE: how long one refresh run may take before the resident stops it. Raised for a pod to its INIT_DEADLINE + 15 s (at most 1h), so the first run, which fills the volume and retries for INIT_DEADLINE, is never stopped first.',
+    parse: AGENT_SETTINGS.AGENT_RUN_DEADLINE.parse,
+  }),
   ALLOW_FILE_REFERENCES: setting({
     default: 'false',
     doc: '`true` lets pods use `file:` references (local runs, demos, tests). Off in clusters: a `file:` reference reads a file inside the agent container.',
@@ -149,6 +164,11 @@ export const WEBHOOK_SETTINGS = {
   AGENT_MEMORY_LIMIT: setting({
     default: DEFAULT_MEMORY_LIMIT,
     doc: `Default agent memory limit: a tenth over the ${MEASURED.worstCaseCleanLimitMiB}Mi under which the worst case measured (the first agent on a node, 100 GCP secrets, rotations) barely thrashes. The agent’s V8 heap cap (NODE_OPTIONS) is the limit less the volume’s size and ${OUTSIDE_HEAP_RESERVE_MIB} MiB for the rest, so the heap gives out before the limit.`,
+    parse: memoryQuantity,
+  }),
+  AGENT_SMALL_SIDECAR_MEMORY_REQUEST: setting({
+    default: DEFAULT_SMALL_SIDECAR_MEMORY_REQUEST,
+    doc: `Default memory request of a small sidecar: its working set between refreshes (${MEASURED_SMALL_SIDECAR.idleWorkingSetMiB} MiB: the resident and what the runs leave in the kernel) and a quarter more. A refresh run peaks above it, within AGENT_MEMORY_LIMIT, for under a second every few minutes (docs/webhook.md, What a pod costs).`,
     parse: memoryQuantity,
   }),
   SECRETS_VOLUME_SIZE_LIMIT: setting({

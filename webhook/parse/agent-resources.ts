@@ -1,31 +1,45 @@
 import { quantityMiB, smallestGuardedLimitMiB } from '../agent-sizing.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
-import type { InjectionRequest } from '../injection-request.ts';
+import type { AgentResources, InjectionRequest } from '../injection-request.ts';
 import type { PodValueReader } from './read-annotations.ts';
 
 /** What the agent container and the secrets volume may use: the pod's annotations over the cluster's defaults. */
 export function agentResources(
   read: PodValueReader,
   defaults: Pick<InjectionDefaults, 'resources' | 'volumeSizeLimit'>,
-): Pick<InjectionRequest, 'resources' | 'volumeSizeLimit'> & { readonly warnings: readonly string[] } {
+): Pick<InjectionRequest, 'resources' | 'volumeSizeLimit'> & {
+  /** A small sidecar's: its own default memory request, the rest as the other agent containers'. */
+  readonly smallResources: AgentResources;
+  readonly warnings: readonly string[];
+} {
   const cpuLimit = read('agent-cpu-limit') ?? defaults.resources.cpuLimit;
   const podMemoryLimit = read('agent-memory-limit');
   const podVolumeSizeLimit = read('volume-size-limit');
+  const podMemoryRequest = read('agent-memory-request');
   const resources = {
     requests: {
       cpu: read('agent-cpu-request') ?? defaults.resources.cpuRequest,
-      memory: read('agent-memory-request') ?? defaults.resources.memoryRequest,
+      memory: podMemoryRequest ?? defaults.resources.memoryRequest,
     },
     limits: {
       ...(cpuLimit ? { cpu: cpuLimit } : {}),
       memory: podMemoryLimit ?? defaults.resources.memoryLimit,
     },
   };
+  // Between refreshes only the resident stays; a run peaks as an init run does, within the same limit.
+  const smallResources = {
+    ...resources,
+    requests: {
+      ...resources.requests,
+      memory: podMemoryRequest ?? defaults.resources.smallSidecarMemoryRequest,
+    },
+  };
   const volumeSizeLimit = podVolumeSizeLimit ?? defaults.volumeSizeLimit;
   const podSetEither = podMemoryLimit !== undefined || podVolumeSizeLimit !== undefined;
   return {
     resources,
+    smallResources,
     volumeSizeLimit,
     warnings: podSetEither ? smallLimitWarnings(resources.limits.memory, volumeSizeLimit) : [],
   };

@@ -15,6 +15,7 @@ import { checkProviderPrerequisites } from './provider-prerequisites.ts';
 import { podValueReader, readAnnotations } from './read-annotations.ts';
 import { riskWarnings } from './risk-warnings.ts';
 import { runToCompletion } from './run-to-completion.ts';
+import { chooseSidecarProcess } from './sidecar-process.ts';
 
 /**
  * Turns a pod's `secret-agent.io/*` annotations into one validated InjectionRequest, or throws
@@ -63,9 +64,29 @@ export function parseInjectionRequest(
     defaults,
   });
   errors.push(...fileAccess.errors);
-  const { resources, volumeSizeLimit, warnings: resourceWarnings } = agentResources(read, defaults);
+  const {
+    resources,
+    smallResources,
+    volumeSizeLimit,
+    warnings: resourceWarnings,
+  } = agentResources(read, defaults);
   const providers = providerEnv(pod, namespace, read, references, defaults, errors);
   checkProviderPrerequisites(references, values.pod, providers.providerEnv, pod, errors);
+  const sidecarProcess =
+    completion.mode &&
+    chooseSidecarProcess(
+      {
+        chosen: read('sidecar-process'),
+        mode: completion.mode,
+        agentSettings,
+        secrets,
+        providerEnv: providers.providerEnv,
+        revokeChosen: values.pod.has('vault-revoke-on-shutdown'),
+        smallResources,
+      },
+      defaults,
+      errors,
+    );
 
   if (errors.length > 0) throw new ConfigErrors(errors);
   const usesExec = references.some((r) => r.ref.provider === 'exec');
@@ -77,6 +98,7 @@ export function parseInjectionRequest(
     agentSettings,
     httpPort: http.port,
     resources,
+    ...(sidecarProcess ? { sidecarProcess } : {}),
     fileAccess: fileAccess.access,
     volumeSizeLimit,
     providerEnv: providers.providerEnv,

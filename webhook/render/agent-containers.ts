@@ -39,14 +39,25 @@ export interface AgentContainer {
 }
 
 /**
- * What a long-running agent runs instead of the image's entrypoint (the V8 start-up snapshot): the
- * plain bundle. The snapshot starts an init container in about half the CPU, but keeps every
- * provider's evaluated code resident (+6 MiB RSS, measured in bench/); a sidecar starts once and
- * stays for the pod's life, so it is the memory that counts there. With the V8 flags that keep a
+ * What the Node sidecar (sidecar-process: node) runs instead of the image's entrypoint (the V8
+ * start-up snapshot): the plain bundle. The snapshot starts an init container in about half the CPU,
+ * but keeps every provider's evaluated code resident (+6 MiB RSS, measured in bench/); a sidecar starts
+ * once and stays for the pod's life, so it is the memory that counts there. With the V8 flags that keep a
  * sidecar small, which NODE_OPTIONS refuses (agent/contract/sidecar-v8-flags.ts). Paths are
  * Dockerfile.agent's.
  */
 export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', ...SIDECAR_V8_FLAGS, '/app/agent.js'];
+
+/**
+ * The image's entrypoint (Dockerfile.agent's ENTRYPOINT): the agent from the V8 start-up snapshot.
+ * An init container runs it as is; a small sidecar runs it for each refresh.
+ */
+export const AGENT_ENTRYPOINT: readonly string[] = [
+  '/nodejs/bin/node',
+  '--snapshot-blob',
+  '/app/agent.blob',
+  '--',
+];
 
 /**
  * What an init container runs when the pod reads a GCP secret: the image's second start-up snapshot,
@@ -60,6 +71,22 @@ export const GCP_INIT_COMMAND: readonly string[] = [
   '/app/agent-gcp.blob',
   '--',
 ];
+
+/**
+ * The small sidecar (agent/native/resident.c): holds the port and serves the probes and /metrics between
+ * refreshes, and runs `resident -- RUN...` for each refresh. A run is an init run: the same command (the
+ * snapshot, GCP's where the pod reads GCP, in about half the CPU of the plain bundle) and the same flags,
+ * the heap cap in NODE_OPTIONS, which the resident passes on. Not SIDECAR_V8_FLAGS: they bound what a
+ * long-running process accumulates (compiled code, the compilers' memory), and a run exits within a
+ * second. Paths are Dockerfile.agent's.
+ */
+export const RESIDENT_PATH = '/app/resident';
+/** What the resident sets AGENT_HANDOFF_FDS to for each run: never rendered, for admission's check alone. */
+export const RESIDENT_HANDOFF_FDS = '3,4';
+
+export function smallSidecarCommand(readsGcp: boolean): readonly string[] {
+  return [RESIDENT_PATH, '--', ...(readsGcp ? GCP_INIT_COMMAND : AGENT_ENTRYPOINT)];
+}
 
 /**
  * The native sidecar's postStart hook (agent/post-start/main.ts, built as /app/wait-ready.cjs): it
@@ -139,9 +166,13 @@ export function renderAgentContainers(
       exec: { command: [...POST_START_COMMAND, `--url=${readyz}`, `--deadline=${holdSeconds}s`] },
     },
   };
+  const readsGcp = request.secrets.some((s) => s.provider === 'gcp');
+  const small = request.sidecarProcess?.kind === 'small' ? request.sidecarProcess : undefined;
   const sidecar = (native: boolean, gate: boolean): AgentContainer => ({
     ...container(AGENT_CONTAINER, 'sidecar'),
-    command: SIDECAR_COMMAND,
+    ...(small
+      ? { command: smallSidecarCommand(readsGcp), resources: small.resources }
+      : { command: SIDECAR_COMMAND }),
     ...(native ? { restartPolicy: 'Always' as const } : {}),
     // Declared so monitoring can scrape it by name (deploy/components/monitoring's PodMonitor).
     ports: [{ name: AGENT_PORT_NAME, containerPort: request.httpPort, protocol: 'TCP' as const }],
@@ -153,7 +184,7 @@ export function renderAgentContainers(
   // The entrypoint (the default snapshot) unless the pod reads GCP.
   const init = (): AgentContainer => ({
     ...container(AGENT_INIT_CONTAINER, 'init'),
-    ...(request.secrets.some((s) => s.provider === 'gcp') ? { command: GCP_INIT_COMMAND } : {}),
+    ...(readsGcp ? { command: GCP_INIT_COMMAND } : {}),
   });
 
   switch (request.mode) {

@@ -32,6 +32,10 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
   const sources = new Map<string, string>();
   const fixed = (name: keyof typeof AGENT_SETTINGS, value: string): EnvVar => ({ name, value });
   const env: EnvVar[] = [fixed('AGENT_MODE', mode), fixed('SECRETS_DIR', AGENT_SECRETS_DIR)];
+  // For /app/resident, which passes its env to every run. Never AGENT_HANDOFF_FDS: the resident sets
+  // that for its runs alone; with it a process makes one refresh and exits.
+  if (mode === 'sidecar' && request.sidecarProcess?.kind === 'small')
+    env.push(fixed('AGENT_RUN_DEADLINE', request.sidecarProcess.runDeadline));
   for (const s of request.agentSettings) {
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
