@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { assertNoCanary, canary } from '../support/canary.ts';
+import { residentBinary } from '../resident/resident-process.ts';
 import { eventually, memoryDir, runAgent, startAgent } from '../support/run-agent.ts';
 import { startKubernetesWorkloadsFake, type KubernetesWorkloadsFake } from '../fakes/kubernetes-workloads.ts';
 
@@ -81,73 +82,84 @@ describe('rotation signals: sentinel file and Kubernetes Events, through the bui
     assertNoCanary(JSON.stringify(added), 'events');
   });
 
-  it('sidecar: SecretsRotated once per rotation, the sentinel file for its hold, SecretRefreshFailing once per streak', async () => {
-    using dir = memoryDir();
-    const source = join(work, 'sidecar.json');
-    writeFileSync(source, JSON.stringify({ password: canary('v1') }));
-    const before = events().length;
-    const agent = startAgent({
-      ...podEnv(),
-      AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
-      REFRESH_INTERVAL: '1s',
-      AGENT_HTTP_ADDR: '127.0.0.1:0',
-      KUBERNETES_EVENTS: 'true',
-      KUBERNETES_EVENTS_FAILING_AFTER: '2',
-      ROTATION_SENTINEL_FILE: '.secret-agent/rotated',
-      ROTATION_SENTINEL_HOLD: '3s',
-      SECRET_0_REF: `file:${source}#password`,
-      SECRET_0_FILENAME: 'db-password',
-    });
-    try {
-      await agent.waitForLog((l) => l.msg === 'secrets written');
-      const sentinel = join(dir.path, '.secret-agent/rotated');
-      const reasons = () =>
-        events()
+  for (const small of [false, true])
+    it(`${small ? 'small sidecar' : 'sidecar'}: SecretsRotated once per rotation, the sentinel file for its hold, SecretRefreshFailing once per streak`, async () => {
+      using dir = memoryDir();
+      const source = join(work, 'sidecar.json');
+      writeFileSync(source, JSON.stringify({ password: canary('v1') }));
+      const before = events().length;
+      const agent = startAgent(
+        {
+          ...podEnv(),
+          AGENT_MODE: 'sidecar',
+          SECRETS_DIR: dir.path,
+          REFRESH_INTERVAL: '1s',
+          AGENT_HTTP_ADDR: '127.0.0.1:0',
+          KUBERNETES_EVENTS: 'true',
+          KUBERNETES_EVENTS_FAILING_AFTER: '2',
+          ROTATION_SENTINEL_FILE: '.secret-agent/rotated',
+          ROTATION_SENTINEL_HOLD: '3s',
+          SECRET_0_REF: `file:${source}#password`,
+          SECRET_0_FILENAME: 'db-password',
+        },
+        small ? { resident: residentBinary() } : {},
+      );
+      try {
+        await agent.waitForLog((l) => l.msg === 'secrets written');
+        const sentinel = join(dir.path, '.secret-agent/rotated');
+        const reasons = () =>
+          events()
+            .slice(before)
+            .map((e) => e.reason);
+        await eventually(
+          () => (reasons().includes('SecretsDelivered') ? true : undefined),
+          'SecretsDelivered',
+        );
+        assert.equal(existsSync(sentinel), false, 'no sentinel before any rotation');
+
+        writeFileSync(source, JSON.stringify({ password: canary('v2') }));
+        const text = await eventually(
+          () => (existsSync(sentinel) ? readFileSync(sentinel, 'utf8') : undefined),
+          'the sentinel file',
+        );
+        assert.match(text, /^rotated \d{4}-\d\d-\d\dT[\d:.]+Z\ndb-password\n$/);
+        await eventually(() => (reasons().includes('SecretsRotated') ? true : undefined), 'SecretsRotated');
+        const rotated = events()
           .slice(before)
-          .map((e) => e.reason);
-      await eventually(() => (reasons().includes('SecretsDelivered') ? true : undefined), 'SecretsDelivered');
-      assert.equal(existsSync(sentinel), false, 'no sentinel before any rotation');
+          .filter((e) => e.reason === 'SecretsRotated');
+        assert.equal(rotated.length, 1);
+        assert.match(rotated[0]!.message, /db-password/);
+        // Gone once the hold is over, so the restarted app's probe passes.
+        await eventually(
+          () => (existsSync(sentinel) ? undefined : true),
+          'the sentinel file removed',
+          10_000,
+        );
 
-      writeFileSync(source, JSON.stringify({ password: canary('v2') }));
-      const text = await eventually(
-        () => (existsSync(sentinel) ? readFileSync(sentinel, 'utf8') : undefined),
-        'the sentinel file',
-      );
-      assert.match(text, /^rotated \d{4}-\d\d-\d\dT[\d:.]+Z\ndb-password\n$/);
-      await eventually(() => (reasons().includes('SecretsRotated') ? true : undefined), 'SecretsRotated');
-      const rotated = events()
-        .slice(before)
-        .filter((e) => e.reason === 'SecretsRotated');
-      assert.equal(rotated.length, 1);
-      assert.match(rotated[0]!.message, /db-password/);
-      // Gone once the hold is over, so the restarted app's probe passes.
-      await eventually(() => (existsSync(sentinel) ? undefined : true), 'the sentinel file removed', 10_000);
-
-      // The source disappears: every cycle fails; one Warning after 2 cycles, none after the third.
-      unlinkSync(source);
-      await eventually(
-        () => (reasons().includes('SecretRefreshFailing') ? true : undefined),
-        'SecretRefreshFailing',
-      );
-      await agent.waitForLog(
-        (l) => l.msg === 'refresh failed; keeping the last good files' && l.id === 'SECRET_0',
-      );
-      await new Promise((r) => setTimeout(r, 4000));
-      const failing = events()
-        .slice(before)
-        .filter((e) => e.reason === 'SecretRefreshFailing');
-      assert.equal(failing.length, 1, 'one event per failing streak');
-      assert.equal(failing[0]!.type, 'Warning');
-      assert.match(
-        failing[0]!.message,
-        /refresh failed 2 times in a row.*db-password \(SECRET_0\): not-found/,
-      );
-      assertNoCanary(JSON.stringify(events()), 'events');
-    } finally {
-      assert.equal((await agent.stop()).code, 0);
-    }
-  });
+        // The source disappears: every cycle fails; one Warning after 2 cycles, none after the third.
+        unlinkSync(source);
+        await eventually(
+          () => (reasons().includes('SecretRefreshFailing') ? true : undefined),
+          'SecretRefreshFailing',
+        );
+        await agent.waitForLog(
+          (l) => l.msg === 'refresh failed; keeping the last good files' && l.id === 'SECRET_0',
+        );
+        await new Promise((r) => setTimeout(r, 4000));
+        const failing = events()
+          .slice(before)
+          .filter((e) => e.reason === 'SecretRefreshFailing');
+        assert.equal(failing.length, 1, 'one event per failing streak');
+        assert.equal(failing[0]!.type, 'Warning');
+        assert.match(
+          failing[0]!.message,
+          /refresh failed 2 times in a row.*db-password \(SECRET_0\): not-found/,
+        );
+        assertNoCanary(JSON.stringify(events()), 'events');
+      } finally {
+        assert.equal((await agent.stop()).code, 0);
+      }
+    });
 
   it('refuses KUBERNETES_EVENTS without the pod’s name, before any fetch (exit 2)', async () => {
     using dir = memoryDir();

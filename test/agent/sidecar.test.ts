@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { FaultProxy } from '../support/fault-proxy.ts';
-import { MOTO_ENV, startMoto, type Moto } from '../support/moto.ts';
+import { freePort, MOTO_ENV, startMoto, type Moto } from '../support/moto.ts';
+import { residentBinary } from '../resident/resident-process.ts';
 import { eventually, memoryDir, runAgent, startAgent, type RunningAgent } from '../support/run-agent.ts';
 
 let moto: Moto;
@@ -65,90 +66,108 @@ describe('sidecar mode, through the built agent against moto', () => {
   });
   beforeEach(() => proxy.reset());
 
-  it('is ready only after the first write, rotates on change, tells the app once, and leaves unchanged cycles alone', async () => {
-    using dir = memoryDir();
-    const first = canary('first');
-    await sm.send(new CreateSecretCommand({ Name: 'sidecar/rotating', SecretString: first }));
+  for (const small of [false, true])
+    it(`${small ? 'small sidecar: ' : ''}is ready only after the first write, rotates on change, tells the app once, and leaves unchanged cycles alone`, async () => {
+      using dir = memoryDir();
+      const first = canary('first');
+      const name = small ? `sidecar/rotating-small` : 'sidecar/rotating';
+      await sm.send(new CreateSecretCommand({ Name: name, SecretString: first }));
 
-    // The app: an HTTP listener and a process that counts SIGHUPs, found through its pidfile.
-    const calls: { method: string; url: string; body: string }[] = [];
-    const app: Server = createServer((req, res) => {
-      let body = '';
-      req.on('data', (d: Buffer) => (body += d.toString()));
-      req.on('end', () => {
-        calls.push({ method: req.method!, url: req.url!, body });
-        res.end('reloaded');
+      // The app: an HTTP listener and a process that counts SIGHUPs, found through its pidfile.
+      const calls: { method: string; url: string; body: string }[] = [];
+      const app: Server = createServer((req, res) => {
+        let body = '';
+        req.on('data', (d: Buffer) => (body += d.toString()));
+        req.on('end', () => {
+          calls.push({ method: req.method!, url: req.url!, body });
+          res.end('reloaded');
+        });
       });
+      await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+      const appPort = (app.address() as AddressInfo).port;
+      const pidDir = mkdtempSync(join(tmpdir(), 'secret-agent-pid-'));
+      const hupper = spawn(
+        process.execPath,
+        ['-e', "process.on('SIGHUP', () => console.log('HUP')); setInterval(() => {}, 1000)"],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      let hups = 0;
+      hupper.stdout.on('data', (d: Buffer) => (hups += d.toString().split('HUP').length - 1));
+      writeFileSync(join(pidDir, 'app.pid'), String(hupper.pid));
+
+      // The small sidecar's port is the resident's, named up front: it logs no JSON line for it.
+      const smallPort = small ? await freePort() : 0;
+      const agent = startAgent(
+        sidecarEnv(dir.path, {
+          SECRET_0_REF: `aws:${name}`,
+          SECRET_0_FILENAME: 'token',
+          ROTATION_HTTP_URL: `POST http://127.0.0.1:${appPort}/-/reload`,
+          ROTATION_SIGNAL: 'SIGHUP',
+          ROTATION_SIGNAL_PIDFILE: join(pidDir, 'app.pid'),
+          ...(small ? { AGENT_HTTP_ADDR: `127.0.0.1:${smallPort}` } : {}),
+        }),
+        small ? { resident: residentBinary() } : {},
+      );
+      try {
+        const port = small ? smallPort : await httpPort(agent);
+        if (small)
+          await eventually(
+            () =>
+              get(port, '/healthz').then(
+                () => true,
+                () => undefined,
+              ),
+            'the resident to listen',
+          );
+        await eventually(
+          async () => ((await get(port, '/readyz')).status === 200 ? true : undefined),
+          'readiness',
+        );
+        assert.equal(read(dir.path, 'token'), first, 'ready means the files are there');
+        assert.equal((await get(port, '/healthz')).status, 200);
+
+        // Unchanged cycles: the backend is asked, the volume is not touched.
+        const payload = readlinkSync(join(dir.path, '..data'));
+        const asked = proxy.requests.length;
+        await eventually(() => (proxy.requests.length >= asked + 2 ? true : undefined), 'two refresh cycles');
+        assert.equal(readlinkSync(join(dir.path, '..data')), payload, 'a no-change cycle swaps nothing');
+        assert.equal(calls.length, 0);
+
+        const second = canary('second');
+        await sm.send(new PutSecretValueCommand({ SecretId: name, SecretString: second }));
+        await eventually(() => (read(dir.path, 'token') === second ? true : undefined), 'the rotated value');
+        await eventually(
+          () => (calls.length === 1 && hups === 1 ? true : undefined),
+          'the app told once by HTTP and by signal',
+        );
+        assert.equal(calls[0]!.method, 'POST');
+        assert.equal(calls[0]!.url, '/-/reload');
+        assertNoCanary(calls[0]!.body, 'the rotation request body');
+        assert.deepEqual(JSON.parse(calls[0]!.body).changedFiles, ['token']);
+
+        // The small sidecar's metrics are its last run's, handed over as the run ends, after it told the app.
+        const metrics = await eventually(async () => {
+          const body = (await get(port, '/metrics')).body;
+          return /^secret_agent_rotations_total 1$/m.test(body) ? body : undefined;
+        }, 'the rotation counted in /metrics');
+        assertNoCanary(metrics, '/metrics');
+        assert.match(metrics, /^secret_agent_ready 1$/m);
+        assert.match(metrics, /^secret_agent_notifications_total\{kind="http",outcome="ok"\} 1$/m);
+        assert.match(metrics, /^secret_agent_notifications_total\{kind="signal",outcome="ok"\} 1$/m);
+        assert.match(metrics, /^secret_agent_fetches_total\{provider="aws",outcome="success"\} \d+$/m);
+        assert.match(metrics, /^secret_agent_last_success_timestamp_seconds\{file="token"\} \d/m);
+        assert.match(metrics, /^secret_agent_refresh_interval_seconds\{file="token"\} 1$/m);
+
+        const { code } = await agent.stop();
+        assert.equal(code, 0, 'SIGTERM is a clean stop');
+        assert.equal(read(dir.path, 'token'), second, 'files stay after the agent stops');
+      } finally {
+        await agent.stop();
+        hupper.kill();
+        app.close();
+        rmSync(pidDir, { recursive: true, force: true });
+      }
     });
-    await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
-    const appPort = (app.address() as AddressInfo).port;
-    const pidDir = mkdtempSync(join(tmpdir(), 'secret-agent-pid-'));
-    const hupper = spawn(
-      process.execPath,
-      ['-e', "process.on('SIGHUP', () => console.log('HUP')); setInterval(() => {}, 1000)"],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    let hups = 0;
-    hupper.stdout.on('data', (d: Buffer) => (hups += d.toString().split('HUP').length - 1));
-    writeFileSync(join(pidDir, 'app.pid'), String(hupper.pid));
-
-    const agent = startAgent(
-      sidecarEnv(dir.path, {
-        SECRET_0_REF: 'aws:sidecar/rotating',
-        SECRET_0_FILENAME: 'token',
-        ROTATION_HTTP_URL: `POST http://127.0.0.1:${appPort}/-/reload`,
-        ROTATION_SIGNAL: 'SIGHUP',
-        ROTATION_SIGNAL_PIDFILE: join(pidDir, 'app.pid'),
-      }),
-    );
-    try {
-      const port = await httpPort(agent);
-      await eventually(
-        async () => ((await get(port, '/readyz')).status === 200 ? true : undefined),
-        'readiness',
-      );
-      assert.equal(read(dir.path, 'token'), first, 'ready means the files are there');
-      assert.equal((await get(port, '/healthz')).status, 200);
-
-      // Unchanged cycles: the backend is asked, the volume is not touched.
-      const payload = readlinkSync(join(dir.path, '..data'));
-      const asked = proxy.requests.length;
-      await eventually(() => (proxy.requests.length >= asked + 2 ? true : undefined), 'two refresh cycles');
-      assert.equal(readlinkSync(join(dir.path, '..data')), payload, 'a no-change cycle swaps nothing');
-      assert.equal(calls.length, 0);
-
-      const second = canary('second');
-      await sm.send(new PutSecretValueCommand({ SecretId: 'sidecar/rotating', SecretString: second }));
-      await eventually(() => (read(dir.path, 'token') === second ? true : undefined), 'the rotated value');
-      await eventually(
-        () => (calls.length === 1 && hups === 1 ? true : undefined),
-        'the app told once by HTTP and by signal',
-      );
-      assert.equal(calls[0]!.method, 'POST');
-      assert.equal(calls[0]!.url, '/-/reload');
-      assertNoCanary(calls[0]!.body, 'the rotation request body');
-      assert.deepEqual(JSON.parse(calls[0]!.body).changedFiles, ['token']);
-
-      const metrics = (await get(port, '/metrics')).body;
-      assertNoCanary(metrics, '/metrics');
-      assert.match(metrics, /^secret_agent_rotations_total 1$/m);
-      assert.match(metrics, /^secret_agent_ready 1$/m);
-      assert.match(metrics, /^secret_agent_notifications_total\{kind="http",outcome="ok"\} 1$/m);
-      assert.match(metrics, /^secret_agent_notifications_total\{kind="signal",outcome="ok"\} 1$/m);
-      assert.match(metrics, /^secret_agent_fetches_total\{provider="aws",outcome="success"\} \d+$/m);
-      assert.match(metrics, /^secret_agent_last_success_timestamp_seconds\{file="token"\} \d/m);
-      assert.match(metrics, /^secret_agent_refresh_interval_seconds\{file="token"\} 1$/m);
-
-      const { code } = await agent.stop();
-      assert.equal(code, 0, 'SIGTERM is a clean stop');
-      assert.equal(read(dir.path, 'token'), second, 'files stay after the agent stops');
-    } finally {
-      await agent.stop();
-      hupper.kill();
-      app.close();
-      rmSync(pidDir, { recursive: true, force: true });
-    }
-  });
 
   it('keeps the last good files through a backend outage, backs off, stays ready, and recovers by itself', async () => {
     using dir = memoryDir();

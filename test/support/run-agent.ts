@@ -78,9 +78,13 @@ export interface RunningAgent {
  */
 export function startAgent(
   env: Record<string, string>,
-  options: { uid?: number; argv?: readonly string[] } = {},
+  options: { uid?: number; argv?: readonly string[]; resident?: string } = {},
 ): RunningAgent {
-  const child = spawn(process.execPath, options.argv ?? [AGENT_JS], {
+  // `resident`: the small sidecar, the resident binary (test/resident/resident-process.ts) running the agent per refresh.
+  const [command, args] = options.resident
+    ? [options.resident, ['--', process.execPath, ...(options.argv ?? [AGENT_JS])]]
+    : [process.execPath, options.argv ?? [AGENT_JS]];
+  const child = spawn(command, args, {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
