@@ -23,6 +23,14 @@ export interface AgentSpec {
   /** The pod's secrets volume sizeLimit, which the webhook's NODE_OPTIONS also counts. */
   readonly volumeSizeLimit: string;
   readonly env: Readonly<Record<string, string>>;
+  /** The container's command instead of the mode's (bench/small-sidecar.ts). */
+  readonly command?: readonly string[];
+  /** More host directories to mount. */
+  readonly mounts?: readonly {
+    readonly host: string;
+    readonly container: string;
+    readonly readOnly?: boolean;
+  }[];
 }
 
 export interface AgentContainer {
@@ -44,7 +52,8 @@ export function startAgentContainer(
   name: string,
 ): AgentContainer {
   const volume = emptyDirOnTmpfs();
-  const entrypoint = spec.mode === 'sidecar' ? SIDECAR_COMMAND : spec.gcp ? GCP_INIT_COMMAND : undefined;
+  const entrypoint =
+    spec.command ?? (spec.mode === 'sidecar' ? SIDECAR_COMMAND : spec.gcp ? GCP_INIT_COMMAND : undefined);
   const args = podmanRunArgs(
     {
       image: spec.image,
@@ -56,7 +65,7 @@ export function startAgentContainer(
         NODE_OPTIONS: nodeOptions(spec.memoryLimit, spec.volumeSizeLimit),
         ...spec.env,
       },
-      mounts: [{ host: volume.path, container: '/secrets' }],
+      mounts: [{ host: volume.path, container: '/secrets' }, ...(spec.mounts ?? [])],
       ...(entrypoint ? { entrypoint } : {}),
       // As the kubelet sets it: the limit, and no swap beyond it.
       memory: String(quantityBytes(spec.memoryLimit)),

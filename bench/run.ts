@@ -29,6 +29,7 @@ import { benchImages, formatImageFigures } from './images.ts';
 import { benchPostStart, formatPostStartFigures } from './post-start.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchSidecarRss } from './sidecar-rss.ts';
+import { benchSmallSidecar, formatSmallSidecar } from './small-sidecar.ts';
 import { buildReferences } from './reference/build-references.ts';
 import { benchWebhook } from './webhook/measure.ts';
 import { formatWebhookFigures } from './webhook/tables.ts';
@@ -224,6 +225,11 @@ const agentMemory = await benchAgentMemory(moto, {
   settleSeconds: Number(process.env.BENCH_MEMORY_SETTLE_SECONDS ?? 45),
   trialLimits: (process.env.BENCH_MEMORY_TRIAL_LIMITS ?? '96Mi,104Mi,112Mi').split(',').filter(Boolean),
 });
+console.log('small sidecar: between refreshes, CPU, runs and logins, beside today’s sidecar…');
+const smallSidecar = await benchSmallSidecar(moto, {
+  settleSeconds: Number(process.env.BENCH_SMALL_SETTLE_SECONDS ?? 20),
+  windowSeconds: Number(process.env.BENCH_SMALL_WINDOW_SECONDS ?? 30),
+});
 await moto.stop();
 console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
 const atomicity = await benchAtomicity(1_000_000, 10_000);
@@ -314,6 +320,7 @@ console.log(`\n${formatPostStartFigures(postStart)}`);
 console.log(`\n${formatWebhookFigures(webhook)}`);
 console.log(`\n${formatImageFigures(images)}`);
 console.log(`\n${formatAgentMemory(agentMemory)}`);
+console.log(`\n${formatSmallSidecar(smallSidecar)}`);
 
 // Issue 12's table, "cost per pod": every row against its floor, measured in this run.
 const replicas = webhook.modes.replicas;
@@ -388,5 +395,5 @@ for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${v
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, smallSidecar, targets }, null, 2)}\n`,
 );
