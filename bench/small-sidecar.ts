@@ -26,6 +26,7 @@ import { readImagesManifest } from '../images/manifest.ts';
 import { FakeVault } from '../test/fakes/vault.ts';
 import { FaultInjectingProxy } from '../test/support/fault-injecting-proxy.ts';
 import { freePort, startMoto, type Moto } from '../test/support/moto.ts';
+import { eventually } from '../test/support/run-agent.ts';
 import { SIDECAR_COMMAND, smallSidecarCommand } from '../webhook/render/agent-containers.ts';
 
 const SMALL_SIDECAR_COMMAND = smallSidecarCommand(false);
@@ -152,14 +153,15 @@ export async function benchSmallSidecar(
       `${root}-${name}`,
     );
     running.add(agent);
-    const cgroup = await until(() => containerCgroup(layout, `${root}/${name}`), `${label}'s cgroup`);
-    await until(
+    const cgroup = await eventually(() => containerCgroup(layout, `${root}/${name}`), `${label}'s cgroup`);
+    await eventually(
       () =>
         fetch(`http://127.0.0.1:${port}/readyz`).then(
           (r) => (r.status === 200 ? true : undefined),
           () => undefined,
         ),
       `${label} ready`,
+      90_000,
     );
     return { agent, port, cgroup };
   };
@@ -302,20 +304,6 @@ export async function benchSmallSidecar(
     await sts.close();
     await vault.stop();
     rmSync(jwtDir, { recursive: true, force: true });
-  }
-}
-
-async function until<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  ms = 90_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`bench: timed out waiting for ${what}`);
-    await sleep(100);
   }
 }
 
