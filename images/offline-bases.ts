@@ -32,7 +32,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runTool, type ContainerEngine } from './container-engine.ts';
 import { DEBIAN_SUITE, debianMirrors, describeDebs, downloadDebianPackages } from './debian-packages.ts';
@@ -299,6 +299,17 @@ export function runtimeBase(platform: Platform): OfflineBase {
   };
 }
 
+/**
+ * The npm package this machine runs: the one that started this process (npm_execpath, under
+ * `npm run images`), else the global one. Not `npm root -g` alone: under npm run, PATH puts the `node`
+ * devDependency first, and npm takes its global prefix from that Node's directory, where no npm is.
+ */
+function npmPackageDir(): string {
+  const cli = process.env.npm_execpath;
+  if (cli !== undefined && basename(cli) === 'npm-cli.js') return dirname(dirname(cli));
+  return join(runTool('npm', ['root', '-g']).trim(), 'npm');
+}
+
 /** The build stage's base: this machine's platform only (the Dockerfiles run that stage on the build platform). */
 export function buildBase(): OfflineBase {
   const node = pinnedNode();
@@ -324,11 +335,11 @@ export function buildBase(): OfflineBase {
         const binary = nodeBinary(platform, work);
         cpSync(binary.path, join(root, 'usr/local/bin/node'));
         // npm: the one this machine runs (the build stage only needs `npm ci`).
-        const globalModules = runTool('npm', ['root', '-g']).trim();
+        const npmDir = npmPackageDir();
         const npmVersion = (
-          JSON.parse(readFileSync(join(globalModules, 'npm/package.json'), 'utf8')) as { version: string }
+          JSON.parse(readFileSync(join(npmDir, 'package.json'), 'utf8')) as { version: string }
         ).version;
-        cpSync(join(globalModules, 'npm'), join(root, 'usr/local/lib/node_modules/npm'), { recursive: true });
+        cpSync(npmDir, join(root, 'usr/local/lib/node_modules/npm'), { recursive: true });
         symlinkSync('../lib/node_modules/npm/bin/npm-cli.js', join(root, 'usr/local/bin/npm'));
         symlinkSync('../lib/node_modules/npm/bin/npx-cli.js', join(root, 'usr/local/bin/npx'));
         // This machine's trust store, for `npm ci` in the build stage: here a proxy re-signs the
