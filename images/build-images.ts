@@ -10,7 +10,8 @@
  * its own Node. The build is reproducible: the same commit gives the same digests, on any machine with
  * the same engine version and the same bases (docs/reproducible-builds.md).
  *
- * Bases: BUILD_IMAGE and RUNTIME_IMAGE from the env, else the Dockerfiles' defaults. A default base
+ * Bases: BUILD_IMAGE, RUNTIME_IMAGE and NATIVE_BUILD_IMAGE (the agent's resident, compiled per
+ * platform) from the env, else the Dockerfiles' defaults. A default base
  * that is neither here nor pullable is assembled offline (images/offline-bases.ts); a base named in
  * the env must exist or be pullable, for every platform built.
  *
@@ -33,7 +34,13 @@ import {
   type ImagesManifest,
   type PlatformImageRecord,
 } from './manifest.ts';
-import { buildBase, readBaseInputs, runtimeBase, type OfflineBase } from './offline-bases.ts';
+import {
+  buildBase,
+  nativeBuildBase,
+  readBaseInputs,
+  runtimeBase,
+  type OfflineBase,
+} from './offline-bases.ts';
 import {
   hostPlatform,
   PLATFORM_NAMES,
@@ -52,7 +59,7 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   license: string;
 };
 const DOCKERFILES: Record<ImageName, string> = { agent: 'Dockerfile.agent', webhook: 'Dockerfile.webhook' };
-type BaseArg = 'BUILD_IMAGE' | 'RUNTIME_IMAGE';
+type BaseArg = 'BUILD_IMAGE' | 'RUNTIME_IMAGE' | 'NATIVE_BUILD_IMAGE';
 
 const { values: options } = parseArgs({
   options: { out: { type: 'string' }, cache: { type: 'string' } },
@@ -64,16 +71,18 @@ const cacheDir = options.cache
   : join(ROOT, 'node_modules/.cache/secret-agent-images');
 const manifestPath = join(outDir, 'images.json');
 
-/** The Dockerfiles' default for a base; both must name the same one. */
+/** The Dockerfiles' default for a base; every one that takes it must name the same one. */
 function dockerfileDefault(arg: BaseArg): string {
   const defaults = new Set(
-    Object.values(DOCKERFILES).map((file) => {
+    Object.values(DOCKERFILES).flatMap((file) => {
       const m = new RegExp(`^ARG ${arg}=(\\S+)$`, 'm').exec(readFileSync(join(ROOT, file), 'utf8'));
-      if (!m) throw new Error(`${file} has no "ARG ${arg}=<default>" line`);
-      return m[1]!;
+      return m ? [m[1]!] : [];
     }),
   );
-  if (defaults.size !== 1) throw new Error(`the Dockerfiles disagree on ${arg}: ${[...defaults].join(', ')}`);
+  if (defaults.size !== 1)
+    throw new Error(
+      `the Dockerfiles ${defaults.size === 0 ? 'have no "ARG ' + arg + '=<default>" line' : 'disagree on ' + arg + ': ' + [...defaults].join(', ')}`,
+    );
   return [...defaults][0]!;
 }
 
@@ -181,6 +190,10 @@ const builder = resolveBase(engine, 'BUILD_IMAGE', host, buildBase);
 const runtimes = new Map(
   platforms.map((p) => [p, resolveBase(engine, 'RUNTIME_IMAGE', p, () => runtimeBase(p))] as const),
 );
+// The agent's resident is compiled on the target platform (Dockerfile.agent's native stage).
+const natives = new Map(
+  platforms.map((p) => [p, resolveBase(engine, 'NATIVE_BUILD_IMAGE', p, () => nativeBuildBase(p))] as const),
+);
 mkdirSync(outDir, { recursive: true });
 const last = previous();
 let npmSbom: NpmSbom | undefined;
@@ -223,6 +236,7 @@ for (const name of IMAGE_NAMES) {
         `BUILD_IMAGE=${builder.buildArg}`,
         '--build-arg',
         `RUNTIME_IMAGE=${from}`,
+        ...(name === 'agent' ? ['--build-arg', `NATIVE_BUILD_IMAGE=${natives.get(platform)!.buildArg}`] : []),
         '--build-arg',
         `VERSION=${pkg.version}`,
         '--build-arg',
@@ -324,10 +338,14 @@ for (const name of IMAGE_NAMES) {
       platforms: built.map((b) => ({ platform: b.platform, digest: digests[b.platform]!, id: b.id })),
       builder: builder.record,
       runtimes: platforms.map((p) => runtimes.get(p)!.record),
+      natives: name === 'agent' ? platforms.map((p) => natives.get(p)!.record) : [],
       // As given; the bases they resolved to are among the resolved dependencies.
       buildArgs: {
         BUILD_IMAGE: process.env.BUILD_IMAGE ?? dockerfileDefault('BUILD_IMAGE'),
         RUNTIME_IMAGE: process.env.RUNTIME_IMAGE ?? dockerfileDefault('RUNTIME_IMAGE'),
+        ...(name === 'agent'
+          ? { NATIVE_BUILD_IMAGE: process.env.NATIVE_BUILD_IMAGE ?? dockerfileDefault('NATIVE_BUILD_IMAGE') }
+          : {}),
         VERSION: pkg.version,
         REVISION: source.revision,
         SOURCE_DATE_EPOCH: String(source.sourceDateEpoch),
@@ -371,6 +389,7 @@ const manifest: ImagesManifest = {
   builder: builder.record,
   runtime: runtimes.get(primary)!.record,
   runtimes: Object.fromEntries([...runtimes].map(([p, r]) => [p, r.record])),
+  natives: Object.fromEntries([...natives].map(([p, r]) => [p, r.record])),
   images,
 };
 writeFileSync(manifestPath, JSON.stringify(manifest, null, 2) + '\n');

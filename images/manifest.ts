@@ -79,6 +79,8 @@ export interface ImagesManifest {
   /** The primary platform's runtime base. */
   readonly runtime: BaseRecord;
   readonly runtimes: Readonly<Partial<Record<Platform, BaseRecord>>>;
+  /** Per platform: the base the agent's resident (agent/native/*.c) is compiled on, for that platform. */
+  readonly natives: Readonly<Partial<Record<Platform, BaseRecord>>>;
   readonly images: Readonly<Record<ImageName, ImageRecord>>;
 }
 

@@ -9,6 +9,10 @@
  *  - build, like docker.io/library/node:24-bookworm-slim: a minimal Debian (debootstrap) with Node
  *    and npm under /usr/local, for this machine's platform only (the Dockerfiles' build stage runs on
  *    the build platform; its output, JavaScript, is the same for every target).
+ *  - native build, one per platform, like that image with Debian's musl-tools installed: a minimal
+ *    Debian of the platform (debootstrap; another platform's under QEMU) with gcc and musl-tools, and
+ *    the platform's Node under /usr/local to run images/build-native.ts. Dockerfile.agent compiles the
+ *    resident (agent/native/*.c) on it for the target platform.
  * The runtime base is the same bytes from the same inputs: one tar layer with sorted entries,
  * numeric owners and one modification time, a config with no build time in it, the same loader
  * cache. So is its image ID, and an image built on it can be rebuilt to the same digest.
@@ -32,7 +36,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runTool, type ContainerEngine } from './container-engine.ts';
 import { DEBIAN_SUITE, debianMirrors, describeDebs, downloadDebianPackages } from './debian-packages.ts';
@@ -46,6 +50,12 @@ export const RECIPE_LABEL = 'io.secret-agent.base.recipe';
 const INPUTS_ANNOTATION = 'io.secret-agent.base.inputs';
 const NONROOT = 65532;
 const RUNTIME_PACKAGES = ['libc6', 'libstdc++6', 'libgcc-s1', 'ca-certificates', 'tzdata', 'netbase'];
+/**
+ * What musl-gcc needs. gcc named too: musl-dev depends on `gcc-<triplet> | gcc`, and debootstrap,
+ * which resolves no alternative or virtual package, takes the first, a name only gcc provides, and
+ * so installs no compiler (dpkg then refuses musl-dev).
+ */
+const NATIVE_BUILD_PACKAGES = ['gcc', 'musl-tools'];
 
 export interface DebianInput {
   readonly name: string;
@@ -299,6 +309,40 @@ export function runtimeBase(platform: Platform): OfflineBase {
   };
 }
 
+/**
+ * A minimal Debian of `platform` at `root` with `include` installed (debootstrap; another platform's
+ * second stage runs under QEMU, through binfmt_misc); returns every .deb it installed, described.
+ */
+function debootstrap(root: string, platform: Platform, include: readonly string[]): DebianInput[] {
+  runTool(
+    'debootstrap',
+    [
+      '--variant=minbase',
+      `--arch=${PLATFORM_NAMES[platform].arch}`,
+      ...(include.length > 0 ? [`--include=${include.join(',')}`] : []),
+      DEBIAN_SUITE,
+      root,
+      debianMirrors().main,
+    ],
+    { install: 'apt-get install -y debootstrap' },
+  );
+  const debian = describeDebs(join(root, 'var/cache/apt/archives')).map(describeInput);
+  rmSync(join(root, 'var/cache/apt/archives'), { recursive: true, force: true });
+  rmSync(join(root, 'var/lib/apt/lists'), { recursive: true, force: true });
+  return debian;
+}
+
+/**
+ * The npm package this machine runs: the one that started this process (npm_execpath, under
+ * `npm run images`), else the global one. Not `npm root -g` alone: under npm run, PATH puts the `node`
+ * devDependency first, and npm takes its global prefix from that Node's directory, where no npm is.
+ */
+function npmPackageDir(): string {
+  const cli = process.env.npm_execpath;
+  if (cli !== undefined && basename(cli) === 'npm-cli.js') return dirname(dirname(cli));
+  return join(runTool('npm', ['root', '-g']).trim(), 'npm');
+}
+
 /** The build stage's base: this machine's platform only (the Dockerfiles run that stage on the build platform). */
 export function buildBase(): OfflineBase {
   const node = pinnedNode();
@@ -314,21 +358,16 @@ export function buildBase(): OfflineBase {
       const work = mkdtempSync(join(tmpdir(), 'secret-agent-build-base-'));
       try {
         const root = join(work, 'rootfs');
-        runTool('debootstrap', ['--variant=minbase', DEBIAN_SUITE, root, debianMirrors().main], {
-          install: 'apt-get install -y debootstrap',
-        });
-        const debian = describeDebs(join(root, 'var/cache/apt/archives')).map(describeInput);
-        rmSync(join(root, 'var/cache/apt/archives'), { recursive: true, force: true });
-        rmSync(join(root, 'var/lib/apt/lists'), { recursive: true, force: true });
+        const debian = debootstrap(root, platform, []);
         mkdirSync(join(root, 'usr/local/lib/node_modules'), { recursive: true });
         const binary = nodeBinary(platform, work);
         cpSync(binary.path, join(root, 'usr/local/bin/node'));
         // npm: the one this machine runs (the build stage only needs `npm ci`).
-        const globalModules = runTool('npm', ['root', '-g']).trim();
+        const npmDir = npmPackageDir();
         const npmVersion = (
-          JSON.parse(readFileSync(join(globalModules, 'npm/package.json'), 'utf8')) as { version: string }
+          JSON.parse(readFileSync(join(npmDir, 'package.json'), 'utf8')) as { version: string }
         ).version;
-        cpSync(join(globalModules, 'npm'), join(root, 'usr/local/lib/node_modules/npm'), { recursive: true });
+        cpSync(npmDir, join(root, 'usr/local/lib/node_modules/npm'), { recursive: true });
         symlinkSync('../lib/node_modules/npm/bin/npm-cli.js', join(root, 'usr/local/bin/npm'));
         symlinkSync('../lib/node_modules/npm/bin/npx-cli.js', join(root, 'usr/local/bin/npx'));
         // This machine's trust store, for `npm ci` in the build stage: here a proxy re-signs the
@@ -361,6 +400,77 @@ export function buildBase(): OfflineBase {
           },
           { platform, debian, node: binary.package, npm: npmVersion },
         );
+      } finally {
+        rmSync(work, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/**
+ * The native build stage's base, for `platform` (Dockerfile.agent compiles the resident on the target
+ * platform): gcc and musl-tools, and that platform's Node to run images/build-native.ts. Not shipped:
+ * only the static executable it compiles reaches an image (the same bytes from the same compiler, which
+ * the reproducible test checks), so its time is when it was made. No npm, no trust store: that stage
+ * fetches nothing.
+ */
+export function nativeBuildBase(platform: Platform): OfflineBase {
+  const node = pinnedNode();
+  const { arch } = PLATFORM_NAMES[platform];
+  const ref = `localhost/secret-agent/base-native-build:node${node.version}-${arch}`;
+  const want = recipe('native-build', platform, node.version);
+  return {
+    ref,
+    platform,
+    ensure(engine) {
+      if (present(engine, ref, want)) return;
+      needsRoot('native build');
+      const work = mkdtempSync(join(tmpdir(), 'secret-agent-native-build-base-'));
+      try {
+        const root = join(work, 'rootfs');
+        const debian = debootstrap(root, platform, NATIVE_BUILD_PACKAGES);
+        const binary = nodeBinary(platform, work);
+        cpSync(binary.path, join(root, 'usr/local/bin/node'));
+        chmodSync(join(root, 'usr/local/bin/node'), 0o755);
+        importRootfs(
+          engine,
+          work,
+          root,
+          platform,
+          ref,
+          Math.floor(Date.now() / 1000),
+          {
+            Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+            Cmd: ['node'],
+            Labels: {
+              [RECIPE_LABEL]: want,
+              'org.opencontainers.image.description': `Offline stand-in for docker.io/library/node:24-bookworm-slim with musl-tools (Node ${node.version}, ${platform}), made by images/offline-bases.ts`,
+            },
+          },
+          { platform, debian, node: binary.package },
+        );
+        // What the native stage runs must run there: refused otherwise, not found in the middle of a build.
+        const check = engine.run(
+          [
+            'run',
+            '--rm',
+            '--platform',
+            platform,
+            '--network',
+            'none',
+            ref,
+            'sh',
+            '-c',
+            'musl-gcc --version >/dev/null && node --version',
+          ],
+          { check: false },
+        );
+        if (check.stdout.trim() !== `v${node.version}`) {
+          engine.run(['rmi', ref], { check: false });
+          throw new Error(
+            `the ${platform} native build base does not run musl-gcc and Node ${node.version}: ${(check.stdout + check.stderr).trim().slice(-300)}`,
+          );
+        }
       } finally {
         rmSync(work, { recursive: true, force: true });
       }

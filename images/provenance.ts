@@ -59,6 +59,8 @@ export interface ProvenanceInput {
   }[];
   readonly builder: BaseRecord;
   readonly runtimes: readonly BaseRecord[];
+  /** The bases the resident was compiled on, per platform (agent only). */
+  readonly natives: readonly BaseRecord[];
   readonly buildArgs: Readonly<Record<string, string>>;
   readonly engine: string;
   readonly tools: Readonly<Record<string, string>>;
@@ -136,6 +138,7 @@ export function provenanceStatement(input: ProvenanceInput): ProvenanceStatement
           { name: 'package-lock.json', digest: { sha256: lockfile } },
           ...baseDependencies(input.builder, 'build stage'),
           ...input.runtimes.flatMap((r) => baseDependencies(r, 'runtime')),
+          ...input.natives.flatMap((r) => baseDependencies(r, 'native build stage')),
         ],
       },
       runDetails: {

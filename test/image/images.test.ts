@@ -106,11 +106,11 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app, on every platform: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots and the native sidecar’s postStart hook', () => {
+  it('hold nothing over their base but /app, on every platform: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots, the native sidecar’s postStart hook and the resident', () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
-        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
+        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|resident|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
     const onHost = hashTree(join(ROOT, 'dist'));
@@ -137,6 +137,7 @@ describe('npm run images: the images and what a release job publishes', () => {
         );
         assert.equal(oci.layers.length, config.rootfs.diff_ids.length);
         const files: Record<string, Buffer> = {};
+        let sawResident = false;
         for (const [i, layer] of oci.layers.entries()) {
           if (i < baseLayers.length) continue;
           const tar = layerTar(archive, layer, config.rootfs.diff_ids[i]!);
@@ -144,8 +145,12 @@ describe('npm run images: the images and what a release job publishes', () => {
             assert.ok(!path.includes('/.wh.'), `${at}: the layer deletes ${path} from the base`);
             if (expected[name].test(path)) {
               const file = path.slice('/app/'.length);
-              if (mode.startsWith('-') && !file.startsWith('compile-cache/') && !file.endsWith('.blob'))
-                files[file] = layerFile(tar, path);
+              // Built per platform in the image, so not dist/'s: the cache, the blobs and the resident
+              // (test/image/resident.test.ts checks it is the platform's).
+              const perPlatform =
+                file.startsWith('compile-cache/') || file.endsWith('.blob') || file === 'resident';
+              if (mode.startsWith('-') && !perPlatform) files[file] = layerFile(tar, path);
+              if (file === 'resident') sawResident = true;
               continue;
             }
             // buildah's RUN steps (the agent's compile cache and snapshots) leave their mount points
@@ -160,6 +165,7 @@ describe('npm run images: the images and what a release job publishes', () => {
         assert.ok(`${name}.js` in files, `${at} holds /app/${name}.js`);
         if (name === 'agent')
           assert.ok('wait-ready.cjs' in files, `${at} holds the postStart hook the webhook renders`);
+        if (name === 'agent') assert.ok(sawResident, `${at} holds /app/resident`);
         for (const [file, data] of Object.entries(files))
           assert.equal(
             sha256(data),
@@ -328,6 +334,35 @@ describe('npm run images: the images and what a release job publishes', () => {
             `${platform}: ${c.name} ${c.version}`,
           );
       }
+      // The agent's: the base each platform's resident was compiled on, and what it was made of.
+      if (name === 'agent')
+        for (const platform of manifest.platforms) {
+          const native = manifest.natives[platform]!;
+          const role = (d: (typeof deps)[number]) => (d.annotations as { role?: string } | undefined)?.role;
+          assert.ok(
+            deps.some(
+              (d) =>
+                role(d) === 'native build stage' &&
+                d.digest?.sha256 === native.digest.replace(/^sha256:/, ''),
+            ),
+            `${platform} native build base`,
+          );
+          for (const deb of native.inputs?.debian ?? [])
+            assert.ok(
+              deps.some(
+                (d) =>
+                  role(d) === 'native build stage' &&
+                  d.uri?.startsWith(`pkg:deb/debian/${deb.name}@`) &&
+                  d.digest?.sha256 === deb.sha256,
+              ),
+              `${platform} native build: ${deb.name}`,
+            );
+          if (native.inputs)
+            assert.ok(
+              native.inputs.debian.some((d) => d.name === 'musl-tools'),
+              `${platform}: the native build base holds musl-tools`,
+            );
+        }
       // Nothing varies between two builds of a commit (test/image/reproducible.test.ts compares them).
       assert.doesNotMatch(JSON.stringify(statement), /"(startedOn|finishedOn|invocationId)"/);
     }
@@ -371,5 +406,10 @@ describe('npm run images: the images and what a release job publishes', () => {
       assert.match(text, /^FROM --platform=\$\{BUILDPLATFORM\} \$\{BUILD_IMAGE\} AS build$/m, file);
       assert.match(text, /^FROM --platform=\$\{TARGETPLATFORM\} \$\{RUNTIME_IMAGE\}$/m, file);
     }
+    // The resident is compiled on the target platform: native code, unlike the build stage's output.
+    const agent = readFileSync(join(ROOT, 'Dockerfile.agent'), 'utf8');
+    assert.match(agent, /^ARG NATIVE_BUILD_IMAGE=docker\.io\/library\/node:24-bookworm-slim$/m);
+    assert.match(agent, /^FROM --platform=\$\{TARGETPLATFORM\} \$\{NATIVE_BUILD_IMAGE\} AS native$/m);
+    assert.match(agent, /^RUN node images\/build-native\.ts$/m, 'the flags the tests build with');
   });
 });

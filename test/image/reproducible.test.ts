@@ -100,7 +100,10 @@ describe('the images are reproducible: built again from scratch, every digest is
       const scratch = scratchStore(podman, dir);
       try {
         // The bases are inputs, like the Debian packages they hold: copied, never built again.
-        const bases = [manifest.builder, ...manifest.platforms.map((p) => manifest.runtimes[p]!)];
+        const bases = [
+          manifest.builder,
+          ...manifest.platforms.flatMap((p) => [manifest.runtimes[p]!, manifest.natives[p]!]),
+        ];
         for (const base of bases) copyImage(podman, scratch, base.ref, base.id);
         const out = join(dir, 'out');
         const started = Date.now();
