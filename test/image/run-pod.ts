@@ -107,7 +107,7 @@ export interface HookRun {
 }
 
 export interface ContainerInspect {
-  readonly State: { readonly Status: string; readonly ExitCode: number };
+  readonly State: { readonly Status: string; readonly ExitCode: number; readonly Pid: number };
   readonly Config: { readonly User: string };
   readonly HostConfig: {
     readonly ReadonlyRootfs: boolean;
