@@ -16,6 +16,7 @@
  * are in the page cache from the warm-up container).
  */
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -54,6 +55,10 @@ export interface IdleRow {
   readonly workingSetMiB: number;
   readonly anonMiB: number;
   readonly kernelMiB: number;
+  /** Page cache charged to the container: the image's files it was first to read, or read again once dropped. */
+  readonly cacheMiB: number;
+  /** File pages faulted in again after the machine dropped them: the container was charged for them anew. */
+  readonly fileRefaults: number;
 }
 
 export interface CpuRow {
@@ -83,10 +88,11 @@ const IDLE_RUN = [
   '-e',
   "require('fs').writeSync(4, 'secret-agent-outcome 1\\nready 1\\nnext-ms 86400000\\nend\\n')",
 ];
+// PID 1 of its container: SIGTERM's default action does not apply to it, so it is handled.
 const IDLE_NODE = [
   '/nodejs/bin/node',
   '-e',
-  "require('http').createServer((q, s) => s.end('ok')).listen(+process.env.PORT)",
+  "process.on('SIGTERM', () => process.exit(0)); require('http').createServer((q, s) => s.end('ok')).listen(+process.env.PORT)",
 ];
 
 export async function benchSmallSidecar(
@@ -136,7 +142,8 @@ export async function benchSmallSidecar(
   });
   const start = async (label: string, command: readonly string[], env: Record<string, string>) => {
     const port = await freePort();
-    const name = `${label}-${++serial}`;
+    // Container and cgroup names: letters, digits and dashes only.
+    const name = `${label.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-${++serial}`;
     const agent = startAgentContainer(
       podman,
       {
@@ -175,7 +182,7 @@ export async function benchSmallSidecar(
     // The median of five reads a second apart: one read can land on a page-cache flush.
     const samples: MemorySample[] = [];
     for (let i = 0; i < 5; i++) {
-      samples.push(readMemory(layout, cgroup));
+      samples.push(readMemory(layout, join(layout.memoryRoot, cgroup)));
       await sleep(1000);
     }
     return samples.sort((a, b) => a.workingSetMiB - b.workingSetMiB)[2]!;
@@ -218,31 +225,29 @@ export async function benchSmallSidecar(
         workingSetMiB: m.workingSetMiB,
         anonMiB: m.anonMiB,
         kernelMiB: m.kernelMiB,
+        cacheMiB: m.cacheMiB,
+        fileRefaults: m.fileRefaults,
       });
+      // Idle CPU: a window after the settle, at the default interval, with no refresh in it.
+      const cpu0 = readCpuSeconds(layout, c.cgroup);
+      if (v.refreshes) await sleep(options.windowSeconds * 1000);
+      const idleRate = (readCpuSeconds(layout, c.cgroup) - cpu0) / options.windowSeconds;
       await c.agent.stop();
       running.delete(c.agent);
       if (!v.refreshes) continue;
-      // Idle CPU: a window at the default interval with no refresh in it (the first came before).
-      const again = await start(v.label, v.command, v.env);
-      await sleep(2000);
-      const cpu0 = readCpuSeconds(layout, again.cgroup);
-      await sleep(options.windowSeconds * 1000);
-      const idleRate = (readCpuSeconds(layout, again.cgroup) - cpu0) / options.windowSeconds;
-      await again.agent.stop();
-      running.delete(again.agent);
       // CPU per refresh: a window at a 1 s interval, less the idle rate, over the refreshes it counted.
       const busy = await start(v.label, v.command, { ...v.env, REFRESH_INTERVAL: '1s' });
       await sleep(2000);
       const n0 = await metric(busy.port, v.refreshes);
       const b0 = readCpuSeconds(layout, busy.cgroup);
-      resetPeak(layout, busy.cgroup);
+      resetPeak(layout, join(layout.memoryRoot, busy.cgroup));
       await sleep(options.windowSeconds * 1000);
       const refreshes = (await metric(busy.port, v.refreshes)) - n0;
       const busyCpu = readCpuSeconds(layout, busy.cgroup) - b0;
       const perRefresh = Math.max(0, busyCpu - idleRate * options.windowSeconds) / Math.max(1, refreshes);
       if (v.label === 'small sidecar') {
         run.seconds = await metric(busy.port, 'secret_agent_resident_last_run_seconds');
-        run.peakMiB = readMemory(layout, busy.cgroup).peakUsageMiB;
+        run.peakMiB = readMemory(layout, join(layout.memoryRoot, busy.cgroup)).peakUsageMiB;
       }
       await busy.agent.stop();
       running.delete(busy.agent);
@@ -313,11 +318,11 @@ export function formatSmallSidecar(f: SmallSidecarFigures): string {
   const lines = [
     '## Small sidecar (issue 31): between refreshes, beside today’s sidecar in the same run',
     '',
-    '| container | working set MiB | anonymous MiB | kernel MiB | × today’s working set |',
-    '| --- | --- | --- | --- | --- |',
+    '| container | working set MiB | anonymous MiB | kernel MiB | page cache MiB (refaults) | × today’s working set |',
+    '| --- | --- | --- | --- | --- | --- |',
     ...f.idle.map(
       (r) =>
-        `| ${r.label} | ${r.workingSetMiB.toFixed(2)} | ${r.anonMiB.toFixed(2)} | ${r.kernelMiB.toFixed(2)} | ${(r.workingSetMiB / base.workingSetMiB).toFixed(3)} |`,
+        `| ${r.label} | ${r.workingSetMiB.toFixed(2)} | ${r.anonMiB.toFixed(2)} | ${r.kernelMiB.toFixed(2)} | ${r.cacheMiB.toFixed(2)} (${r.fileRefaults}) | ${(r.workingSetMiB / base.workingSetMiB).toFixed(3)} |`,
     ),
     '',
     '| sidecar | idle m | CPU-s a refresh | CPU-s an hour at 5m | at 60s |',

@@ -360,10 +360,19 @@ describe('injected pods, run in podman with both images: the webhook image patch
     t.diagnostic(
       `agent container between refreshes: working set ${median.workingSetMiB.toFixed(2)} MiB, anonymous ${median.anonMiB.toFixed(2)} MiB, kernel ${median.kernelMiB.toFixed(2)} MiB, page cache ${median.cacheMiB.toFixed(2)} MiB (tmpfs ${median.shmemMiB.toFixed(2)}, inactive ${median.inactiveFileMiB.toFixed(2)}, mapped ${median.mappedFileMiB.toFixed(2)})`,
     );
-    assert.ok(
-      median.workingSetMiB <= 2,
-      `working set ${median.workingSetMiB.toFixed(2)} MiB between refreshes`,
-    );
+    // What the small sidecar holds itself: the resident, the kernel memory its runs left, the files.
+    const own = median.anonMiB + median.kernelMiB + median.shmemMiB;
+    assert.ok(own <= 2, `anonymous + kernel + tmpfs ${own.toFixed(2)} MiB between refreshes`);
+    // The working set adds the image's file pages this cgroup was first to fault in. Not the first agent on
+    // the node, that is none; but where the machine has dropped them from the page cache since (refaults),
+    // a run reads them again and is charged as the first agent is.
+    if (median.fileRefaults === 0)
+      assert.ok(
+        median.workingSetMiB <= 2,
+        `working set ${median.workingSetMiB.toFixed(2)} MiB between refreshes`,
+      );
+    else
+      t.diagnostic(`${median.fileRefaults} file pages refaulted: the page cache was dropped under this test`);
     for (const [path, status] of [
       ['/healthz', 200],
       ['/readyz', 200],
