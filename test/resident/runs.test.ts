@@ -226,6 +226,8 @@ describe('resident: runs', { concurrency: 4 }, () => {
     });
     let run: number | undefined;
     await r.until('the run started', () => (run = childOf(r.child.pid!)) !== undefined);
+    // Found between fork and execve it still holds the resident's fds: read them once it is sleep.
+    await r.until('the run exec’d', () => readFileSync(`/proc/${run}/comm`, 'utf8').trim() === 'sleep');
     try {
       const fds = readdirSync(`/proc/${run}/fd`).map(Number).sort();
       assert.deepEqual(fds, [0, 1, 2, 3, 4]);

@@ -113,6 +113,12 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
       : ready
         ? Math.max(result.retryAfterMs, Math.min(interval, backoffDelay(failuresInARow, REFRESH_BACKOFF)))
         : Math.max(result.retryAfterMs, backoffDelay(failuresInARow, FILL_BACKOFF));
+    // Which secrets are missing, where they were asked and why: the pod's only clue while not ready (as the sidecar's).
+    if (!ready)
+      log.warn(
+        { attempt: failuresInARow, delayMs: Math.round(nextMs), secrets: result.failures },
+        'not every secret could be delivered yet; retrying',
+      );
     const handed = await providers.handOff();
     const due = [handed.dueAt];
     for (const n of notifiers) if (n.settle) due.push((await n.settle()).dueAt);
