@@ -1,5 +1,19 @@
-import type { SidecarSettings } from '../contract/agent-config.ts';
+import type { AgentConfig, SidecarSettings } from '../contract/agent-config.ts';
+import type { Env } from '../contract/settings.ts';
+import type { Logger } from '../log.ts';
+import { kubernetesApiUrl } from './kubernetes-api-url.ts';
 import type { Notifier, NotifierDeps } from './notifier.ts';
+
+/** What the notifiers of `config` need: the pod, its service account and API server, the volume. */
+export function notifierDepsOf(config: AgentConfig, log: Logger, env: Env): NotifierDeps {
+  return {
+    log,
+    pod: config.pod,
+    serviceAccountDir: config.serviceAccountDir,
+    kubernetesApiUrl: kubernetesApiUrl(env),
+    secretsDir: config.secretsDir,
+  };
+}
 
 /**
  * The notifiers the settings ask for. Their module (most of it the HTTP client, undici) loads only

@@ -5,22 +5,16 @@ import { fileLabel } from '../../fetch/fetch-secrets.ts';
 import { ProviderSet } from '../../fetch/provider-set.ts';
 import type { FormatKit } from '../../format/render-files.ts';
 import type { Logger } from '../../log.ts';
-import { kubernetesApiUrl } from '../../notify/kubernetes-api-url.ts';
-import { loadNotifiers } from '../../notify/load-notifiers.ts';
+import { loadNotifiers, notifierDepsOf } from '../../notify/load-notifiers.ts';
 import { openPodEvents } from '../../notify/open-pod-events.ts';
 import { carryMetrics } from '../../serve/carried-metrics.ts';
 import { AgentMetrics } from '../../serve/metrics.ts';
 import { openSecretsDir } from '../open-secrets-dir.ts';
 import { encodeOutcome, readHandoffState, writeOutcome, type HandoffState } from './handoff-wire.ts';
-import { jittered, REFRESH_BACKOFF } from './refresh-schedule.ts';
+import { FILL_BACKOFF, jittered, REFRESH_BACKOFF, REFRESH_ROUND_MS } from './refresh-schedule.ts';
 import { refreshSecrets } from './refresh-secrets.ts';
 import { RotationAnnouncer } from './rotation-announcer.ts';
 import { SecretSet } from './secret-set.ts';
-
-/** A refresh run's fetch, once the app has files: as one scheduled round of the sidecar. */
-const REFRESH_ROUND_MS = 30_000;
-/** Before the app has files: retried sooner, as the sidecar's first fill. */
-const FILL_BACKOFF = { baseMs: 1000, maxMs: 30_000 };
 
 export interface HandoffRunOptions {
   readonly log: Logger;
@@ -48,13 +42,7 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
   const previous = taken.state;
 
   const metrics = new AgentMetrics({ processMetrics: false });
-  const notifierDeps = {
-    log,
-    pod: config.pod,
-    serviceAccountDir: config.serviceAccountDir,
-    kubernetesApiUrl: kubernetesApiUrl(env),
-    secretsDir: config.secretsDir,
-  };
+  const notifierDeps = notifierDepsOf(config, log, env);
   const events = await openPodEvents(config, {
     log,
     kubernetesApiUrl: notifierDeps.kubernetesApiUrl,

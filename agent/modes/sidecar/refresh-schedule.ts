@@ -4,6 +4,10 @@ import type { FailedSecret } from '../../fetch/fetch-secrets.ts';
 
 /** A refresh makes one attempt per cycle; a failed cycle is retried on this schedule, capped at the interval. */
 export const REFRESH_BACKOFF = { baseMs: 1000, maxMs: 60_000 };
+/** How long one refresh round may take before it counts as failed. */
+export const REFRESH_ROUND_MS = 30_000;
+/** Until the app has its first set: retried sooner, every secret with init's deadline. */
+export const FILL_BACKOFF = { baseMs: 1000, maxMs: 30_000 };
 
 /** What one refresh round of a group came to. */
 export interface RoundResult {

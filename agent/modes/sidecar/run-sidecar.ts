@@ -4,8 +4,7 @@ import { applySidecarV8Flags } from '../../contract/sidecar-v8-flags.ts';
 import type { Env } from '../../contract/settings.ts';
 import type { FormatKit } from '../../format/render-files.ts';
 import type { Logger } from '../../log.ts';
-import { kubernetesApiUrl } from '../../notify/kubernetes-api-url.ts';
-import { loadNotifiers } from '../../notify/load-notifiers.ts';
+import { loadNotifiers, notifierDepsOf } from '../../notify/load-notifiers.ts';
 import { openPodEvents } from '../../notify/open-pod-events.ts';
 import { watchAppExit, type AppExitWatch } from '../../proc/watch-app-exit.ts';
 import type { AgentMetrics } from '../../serve/metrics.ts';
@@ -29,13 +28,7 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
   // A long-running process from here on: V8 set for memory, not for peak speed.
   applySidecarV8Flags();
   const { log, env } = options;
-  const notifierDeps = {
-    log,
-    pod: config.pod,
-    serviceAccountDir: config.serviceAccountDir,
-    kubernetesApiUrl: kubernetesApiUrl(env),
-    secretsDir: config.secretsDir,
-  };
+  const notifierDeps = notifierDepsOf(config, log, env);
   // Outcomes go to the sidecar's metrics, which exist only once it does.
   const started: { metrics?: AgentMetrics } = {};
   const events = await openPodEvents(config, {

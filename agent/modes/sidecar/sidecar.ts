@@ -12,13 +12,17 @@ import { startHealthServer } from '../../serve/health-server.ts';
 import { AgentMetrics } from '../../serve/metrics.ts';
 import type { AtomicDir } from '../../write/atomic-dir.ts';
 import { openSecretsDir } from '../open-secrets-dir.ts';
-import { REFRESH_BACKOFF, RefreshSchedule, type RoundResult } from './refresh-schedule.ts';
+import {
+  FILL_BACKOFF,
+  REFRESH_BACKOFF,
+  REFRESH_ROUND_MS,
+  RefreshSchedule,
+  type RoundResult,
+} from './refresh-schedule.ts';
 import { RotationAnnouncer } from './rotation-announcer.ts';
 import { refreshSecrets, type RefreshOptions } from './refresh-secrets.ts';
 import { SecretSet } from './secret-set.ts';
 
-/** How long one refresh round may take before it counts as failed. */
-const REFRESH_ROUND_MS = 30_000;
 /**
  * How long a stopping sidecar gives providers to hand back credentials (VAULT_REVOKE_ON_SHUTDOWN):
  * a small part of Kubernetes' default 30 s termination grace period.
@@ -125,7 +129,7 @@ export class Sidecar {
       const fill = { deadlineMs: this.#config.initDeadlineMs, full: true, fresh: true };
       const { ok, failures } = await this.#refresh(this.#config.secrets, fill);
       if (ok) break;
-      const delay = backoffDelay(attempt, { baseMs: 1000, maxMs: 30_000 });
+      const delay = backoffDelay(attempt, FILL_BACKOFF);
       // Which secrets are missing, where they were asked and why: the pod's only clue while not ready.
       this.#log.warn(
         { attempt, delayMs: delay, secrets: failures },
