@@ -18,6 +18,7 @@ import { formatFailureSummary, runInit } from './modes/init.ts';
 import { kubernetesApiUrl } from './notify/kubernetes-api-url.ts';
 import { openPodEvents } from './notify/open-pod-events.ts';
 import { errorDetail } from './providers/provider.ts';
+import { installEnvExec } from './write/install-env-exec.ts';
 
 /**
  * Exit codes (agent/help.ts, EXIT_CODES, says the same to a person): 0 all secrets written (init) or
@@ -90,6 +91,11 @@ async function main(args: readonly string[]): Promise<number> {
     'starting',
   );
   try {
+    // Before any file: an app container waiting for its variables runs the wrapper once the set is written.
+    if (config.envExec) {
+      const outcome = await installEnvExec(config.envExec);
+      log[outcome === 'installed' ? 'info' : 'debug']({ dir: config.envExec.dir }, `env wrapper ${outcome}`);
+    }
     if (config.mode === 'sidecar' && config.sidecar.handoff) {
       // One refresh for /app/resident, which holds the port and the state between runs.
       const { runHandoff } = await import('./modes/sidecar/handoff-run.ts');

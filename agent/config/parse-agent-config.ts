@@ -51,6 +51,8 @@ export function parseAgentConfig(env: Env): AgentConfig {
   const sentinelHoldMs = read('ROTATION_SENTINEL_HOLD', g.ROTATION_SENTINEL_HOLD);
   const events = read('KUBERNETES_EVENTS', g.KUBERNETES_EVENTS);
   const failingAfter = read('KUBERNETES_EVENTS_FAILING_AFTER', g.KUBERNETES_EVENTS_FAILING_AFTER);
+  const envExecDir = read('ENV_EXEC_DIR', g.ENV_EXEC_DIR);
+  const envExecProgram = read('ENV_EXEC_PROGRAM', g.ENV_EXEC_PROGRAM);
   if (handoff && mode !== 'sidecar')
     errors.push(
       new ConfigError(
@@ -103,6 +105,18 @@ export function parseAgentConfig(env: Env): AgentConfig {
   if (podName) pod.name = podName;
   if (uid) pod.uid = uid;
 
+  if (
+    envExecDir &&
+    secretsDir &&
+    (`${envExecDir}/`.startsWith(`${secretsDir}/`) || `${secretsDir}/`.startsWith(`${envExecDir}/`))
+  )
+    errors.push(
+      new ConfigError(
+        'ENV_EXEC_DIR',
+        `${quote(envExecDir)} overlaps SECRETS_DIR ${quote(secretsDir)}`,
+        'give the wrapper its own volume, e.g. /secret-agent/exec (the webhook does)',
+      ),
+    );
   const { secrets, setName } = parseSecretSpecs(env, errors, { fileMode, refreshIntervalMs });
   if (sentinelPath !== undefined) {
     // Named files only: a split secret's keys are known only after the fetch.
@@ -143,6 +157,7 @@ export function parseAgentConfig(env: Env): AgentConfig {
     pod,
     serviceAccountDir: serviceAccountDir!,
     ...(events ? { events: { failingAfter: failingAfter! } } : {}),
+    ...(envExecDir ? { envExec: { dir: envExecDir, program: envExecProgram! } } : {}),
     sidecar: {
       refreshIntervalMs: refreshIntervalMs!,
       httpAddr: httpAddr!,

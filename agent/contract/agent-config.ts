@@ -51,6 +51,8 @@ export interface AgentConfig {
    * before SecretRefreshFailing.
    */
   readonly events?: { readonly failingAfter: number };
+  /** ENV_EXEC_DIR: where the env wrapper is installed (from `program`) before anything is written. */
+  readonly envExec?: { readonly dir: string; readonly program: string };
   readonly sidecar: SidecarSettings;
 }
 

@@ -3,6 +3,7 @@ import { parseFileMode } from './file-mode.ts';
 import { validateRelativePath } from './path.ts';
 import { parseReference } from './reference.ts';
 import { DEFAULT_SERVICE_ACCOUNT_DIR } from './service-account.ts';
+import { ENV_EXEC_IMAGE_PATH } from './env-exec.ts';
 import { absolutePath, boolean, count, duration, nonEmpty, oneOf, setting } from './settings.ts';
 
 /**
@@ -212,6 +213,16 @@ export const AGENT_SETTINGS = {
     default: undefined,
     doc: 'Set by `/app/resident` for each run, never by hand: the run reads the state the last run handed back on the first fd and writes its outcome to the second (docs/design.md). With it a sidecar makes one refresh and exits; the resident serves AGENT_HTTP_ADDR meanwhile.',
     parse: handoffFds,
+  }),
+  ENV_EXEC_DIR: setting({
+    default: undefined,
+    doc: 'Where to install the env wrapper (`/app/env-exec`) before writing anything: the small memory volume app containers mount read-only to run their command through it, for secrets as environment variables (docs/env.md). The webhook sets it when a pod has `secret-agent.io/env-*`. Unset: nothing is installed.',
+    parse: absolutePath,
+  }),
+  ENV_EXEC_PROGRAM: setting({
+    default: ENV_EXEC_IMAGE_PATH,
+    doc: 'The env wrapper ENV_EXEC_DIR gets a copy of: the image’s own. Change it only for a run outside the image (`node images/build-native.ts` writes `dist/native/env-exec`).',
+    parse: absolutePath,
   }),
   SERVICE_ACCOUNT_DIR: setting({
     default: DEFAULT_SERVICE_ACCOUNT_DIR,
