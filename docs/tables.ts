@@ -15,6 +15,8 @@ import { EXEC_SETTINGS } from '../agent/providers/exec/env.ts';
 import { VAULT_ENV } from '../agent/providers/vault/env.ts';
 import { AGENT_PORT_LIMITS } from '../agent/serve/health-server.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS, RESIDENT_METRICS } from '../agent/serve/metrics.ts';
+import { ENV_EXEC_EXIT, ENV_EXEC_EXIT_DOCS } from '../agent/contract/env-exec.ts';
+import { ENV_ANNOTATION, ENV_ANNOTATION_PREFIX } from '../webhook/annotations/env-annotations.ts';
 import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
 import { PREFIX } from '../webhook/annotations/annotation.ts';
@@ -228,6 +230,21 @@ export const EXEC_HELPER_TABLES: Record<string, () => string> = {
     ),
 };
 
+/** The generated blocks of docs/env.md: the env wrapper's exit codes. */
+export const ENV_EXEC_TABLES: Record<string, () => string> = {
+  'env-exec-exit': () =>
+    table(
+      ['Exit code', 'Meaning'],
+      [
+        ...(Object.keys(ENV_EXEC_EXIT) as (keyof typeof ENV_EXEC_EXIT)[]).map((k) => [
+          code(String(ENV_EXEC_EXIT[k])),
+          ENV_EXEC_EXIT_DOCS[k],
+        ]),
+        ['128 + N', 'Signal N (SIGTERM: 143) ended the wait, before the command started.'],
+      ],
+    ),
+};
+
 /** The agent's tables: docs/reference/agent.md. */
 export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
   'agent-port-limits': () => {
@@ -326,6 +343,12 @@ export const WEBHOOK_REFERENCE_TABLES: Record<string, () => string> = {
           defaultCell(a.default),
           a.doc,
         ]),
+        [
+          code(`${PREFIX}${ENV_ANNOTATION_PREFIX}<VAR>`),
+          ENV_ANNOTATION.type,
+          defaultCell(ENV_ANNOTATION.default),
+          ENV_ANNOTATION.doc,
+        ],
       ],
     ),
   'product-annotations': () =>
@@ -351,6 +374,7 @@ export const GENERATED_TABLES: Record<string, () => string> = {
   ...WEBHOOK_REFERENCE_TABLES,
   ...TROUBLESHOOTING_TABLES,
   ...EXEC_HELPER_TABLES,
+  ...ENV_EXEC_TABLES,
 };
 
 /** The document each table must appear in (it may appear elsewhere too). */
@@ -359,6 +383,7 @@ export const TABLE_HOMES: Record<string, string> = Object.fromEntries([
   ...Object.keys(WEBHOOK_REFERENCE_TABLES).map((name) => [name, 'docs/reference/webhook.md']),
   ...Object.keys(TROUBLESHOOTING_TABLES).map((name) => [name, 'docs/troubleshooting.md']),
   ...Object.keys(EXEC_HELPER_TABLES).map((name) => [name, 'docs/exec-helpers.md']),
+  ...Object.keys(ENV_EXEC_TABLES).map((name) => [name, 'docs/env.md']),
 ]);
 
 function metricsTable(registry: Registry): string {
@@ -384,6 +409,7 @@ export const GENERATED_DOCS = [
   'docs/reference/webhook.md',
   'docs/troubleshooting.md',
   'docs/exec-helpers.md',
+  'docs/env.md',
 ] as const;
 
 /** A document with every generated block re-rendered. */

@@ -10,8 +10,10 @@ import type { ExecHelpersVolume } from './exec-helpers-volume.ts';
  */
 
 export interface SecretFileRequest {
-  /** The `<file>` part of `secret-agent.io/secret-<file>`. */
+  /** The `<file>` part of `secret-agent.io/secret-<file>` (`env-<VAR>` for a variable). */
   readonly file: string;
+  /** Set for `secret-agent.io/env-<VAR>`: the variable, whose value the agent writes raw for the env wrapper. */
+  readonly env?: string;
   /** The full annotation key of the reference, which errors name. */
   readonly annotation: string;
   /** The reference as written (validated with the agent's grammar). References are not secrets. */
@@ -68,6 +70,8 @@ export interface InjectionRequest {
    * VAULT_CLIENT_CERT_DIR (its paths are in providerEnv).
    */
   readonly vaultClientCertSecret?: string;
+  /** Secrets as env vars: which app containers run their command through the wrapper. */
+  readonly envExec?: EnvExecRequest;
   /** Signal rotation and EXIT_WITH_PROCESS need to see the app's processes. */
   readonly shareProcessNamespace: boolean;
   /** What the pod gets differs from what it asked for, or is risky: told to the user, not refused. */
@@ -102,4 +106,18 @@ export interface FileAccess {
   readonly defaultFileMode?: string;
   /** A gid the patch adds to the pod's supplementalGroups: the group every container then holds. */
   readonly addSupplementalGroup?: number;
+}
+
+/**
+ * The env wrapper in the app containers (parse/env-containers.ts): the variables it sets, how long it
+ * waits for the agent's set, and each container's command as its spec has it, which the wrapper runs.
+ */
+export interface EnvExecRequest {
+  readonly names: readonly string[];
+  readonly waitSeconds: number;
+  readonly containers: readonly {
+    readonly field: 'containers' | 'initContainers';
+    readonly index: number;
+    readonly command: readonly string[];
+  }[];
 }

@@ -6,6 +6,8 @@
 /** The container fields admission reads: no other field of a container reaches it. */
 export interface ContainerShape {
   readonly name: string;
+  /** As the pod has it: what the env wrapper runs (secret-agent.io/env-*); unchecked here. */
+  readonly command?: unknown;
   readonly env?: readonly { readonly name?: unknown; readonly value?: unknown }[];
   /**
    * Their paths, and their names where a name is the webhook's (`secret-agent…`, which no container of

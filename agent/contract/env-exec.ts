@@ -85,3 +85,18 @@ export const ENV_EXEC_EXIT = {
   /** The command was not found (as a path, or on PATH). */
   notFound: 127,
 } as const;
+
+/** What each exit code means, and what to do: docs/env.md's table. */
+export const ENV_EXEC_EXIT_DOCS: Record<keyof typeof ENV_EXEC_EXIT, string> = {
+  usage:
+    'The wrapper’s arguments are not the webhook’s: the container’s command was edited after admission. Re-create the pod from its workload.',
+  badValue:
+    'A value holds a NUL byte or is over 127.75 KiB, which no environment variable can hold. Read that secret from a file instead (`secret-agent.io/secret-<file>`).',
+  readError:
+    'A value could not be read: not a regular file, or a read error. The message names the variable and the path.',
+  timeout:
+    'The agent’s set did not appear within `--wait` (INIT_DEADLINE + 15 s). The agent container’s log says why; the message names the variables missing.',
+  cannotExecute:
+    'The command exists but could not be executed (permissions, not an executable for this platform), or the variables and arguments are over the kernel’s limit.',
+  notFound: 'The command is not found, as a path or on the container’s PATH.',
+};

@@ -4,6 +4,7 @@
  * back through admission unchanged, or the product refuses its own pods (issue 21: the agent's
  * restarted-for annotation made the webhook refuse every pod of the restarted workload).
  */
+import { ENV_ANNOTATION_PREFIX, matchEnvAnnotation } from '../../webhook/annotations/env-annotations.ts';
 import assert from 'node:assert/strict';
 import { globSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,6 +39,8 @@ function keyNames(text: string): string[] {
 
 /** Why `name` is ours to use, or undefined when nothing declares it. */
 function declaration(name: string): string | undefined {
+  if (name === ENV_ANNOTATION_PREFIX || matchEnvAnnotation(name) !== undefined)
+    return 'a variable annotation';
   if (name.endsWith('-'))
     return FILE_ANNOTATION_PREFIXES.some((f) => f.prefix === name) ? 'a per-file annotation' : undefined;
   if (Object.hasOwn(POD_ANNOTATIONS, name)) return 'a pod annotation';

@@ -159,6 +159,8 @@ describe('render: golden files, one per workload kind', () => {
     ['replicaset', '1.29'],
     ['job', '1.28'],
     ['cronjob', '1.31'],
+    // Secrets as env vars: the command the wrapper runs (docs/env.md).
+    ['env-vars', '1.31'],
   ];
   for (const [kind, version] of cases)
     it(`${kind} (--cluster-version ${version})`, async () => {
@@ -318,6 +320,17 @@ describe('render --check', () => {
       ['good'],
     );
     assert.equal(podOf(docs[0]!).metadata.annotations?.[STATUS], 'injected');
+  });
+
+  it('secrets as env vars in a container without command: exit 1, the field and how to find the image’s entrypoint', async () => {
+    // deployment()'s app container, like most manifests, leaves the image's entrypoint implicit.
+    const envOnly = deployment('billing', { 'secret-agent.io/env-DATABASE_URL': 'aws:prod/db#url' });
+    const run = await render(['--check', '-f', '-'], { stdin: yaml(envOnly) });
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stderr,
+      /^Deployment\/default\/billing: secret-agent cannot inject this pod: spec\.containers\[0\]\.command: container "app" has no command in the pod spec.*\{\{json \.Config\.Entrypoint\}\}.*secret-agent render then shows the wrapped command/m,
+    );
   });
 
   it('a Deployment restarted by restart-on-change (the agent’s restarted-for on its template) passes', async () => {

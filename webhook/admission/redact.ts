@@ -70,9 +70,9 @@ function redactMessage(
   hidden: readonly string[],
   inText: readonly string[],
 ): string {
-  // The file name is part of the key, which every message shows anyway.
+  // The file or variable name is part of the key, which every message shows anyway.
   const read = own && readAnnotationKey(own.key);
-  const file = read?.kind === 'file' ? read.file : undefined;
+  const file = read?.kind === 'file' ? read.file : read?.kind === 'env' ? read.variable : undefined;
   const parts: string[] = [];
   let last = 0;
   for (const m of error.message.matchAll(QUOTED)) {

@@ -84,6 +84,8 @@ function containerView(c: Record<string, unknown>): ContainerShape {
   const security = c.securityContext as Record<string, unknown> | undefined;
   const view: Listed<ContainerShape> = {
     name: c.name as string,
+    // The env wrapper runs it (parse/env-containers.ts checks it is a list of strings).
+    command: Array.isArray(c.command) ? [...(c.command as unknown[])] : c.command,
     env: listView(c.env, (e): ListedItem<ContainerShape['env']> => ({ name: e.name, value: e.value })),
     volumeMounts: listView(c.volumeMounts, (m): ListedItem<ContainerShape['volumeMounts']> => ({
       // Only the webhook's names: a mount of the token volume names kube-api-access-<random>.

@@ -8,6 +8,8 @@ import { agentResources } from './agent-resources.ts';
 import { agentSettingRequests } from './agent-settings.ts';
 import { checkAppContainers } from './app-containers.ts';
 import { checkProcessSharing, signalWarnings } from './app-processes.ts';
+import { planEnvContainers } from './env-containers.ts';
+import { parseEnvVars } from './parse-env-vars.ts';
 import { parseSecretFiles } from './parse-secret-files.ts';
 import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import { providerEnv } from './provider-env.ts';
@@ -35,7 +37,11 @@ export function parseInjectionRequest(
   const mountPath = read('mount-path');
   const containers = read('containers');
   const chosenSettings = agentSettingRequests(values.pod, errors);
-  const { secrets, references } = parseSecretFiles(values.files, defaults, errors);
+  const files = parseSecretFiles(values.files, defaults, errors, values.env.size);
+  const env = parseEnvVars(values.env, files.secrets, defaults, errors);
+  // A variable is a secret like a file's, written where the env wrapper reads it.
+  const secrets = [...files.secrets, ...env.secrets];
+  const references = [...files.references, ...env.references];
 
   const app = checkAppContainers(pod, containers, mountPath);
   errors.push(...app.errors);
@@ -55,6 +61,19 @@ export function parseInjectionRequest(
   errors.push(...http.errors);
   const processes = checkProcessSharing(pod, agentSettings);
   errors.push(...processes.errors);
+
+  const envContainers = planEnvContainers(
+    {
+      pod,
+      names: env.secrets.map((s) => s.env!),
+      containers,
+      mountPath,
+      mode: completion.mode,
+      nativeSidecars: defaults.nativeSidecars,
+      agentSettings,
+    },
+    errors,
+  );
 
   const fileAccess = planFileAccess({
     pod,
@@ -107,6 +126,7 @@ export function parseInjectionRequest(
     ...(providers.vaultClientCertSecret !== undefined
       ? { vaultClientCertSecret: providers.vaultClientCertSecret }
       : {}),
+    ...(envContainers.envExec ? { envExec: envContainers.envExec } : {}),
     shareProcessNamespace: processes.share,
     warnings: [
       ...completion.warnings,
@@ -115,6 +135,7 @@ export function parseInjectionRequest(
       ...riskWarnings(values.pod, values.files, sidecar),
       ...resourceWarnings,
       ...providers.warnings,
+      ...envContainers.warnings,
     ],
   };
 }

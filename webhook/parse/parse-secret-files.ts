@@ -31,10 +31,36 @@ export interface SecretFiles {
 /** The parsed value of a per-file annotation. */
 type FileValue<N extends FileAnnotationName> = ReturnType<(typeof FILE_ANNOTATIONS)[N]['parse']>;
 
+/**
+ * Why this cluster cannot serve a parsed reference (`field`: the annotation it came from), or undefined:
+ * `file:` and `exec:` are the cluster admin's to allow.
+ */
+export function referenceRefusal(
+  ref: SecretReference,
+  field: string,
+  defaults: Pick<InjectionDefaults, 'allowFileReferences' | 'execHelpers'>,
+): ConfigError | undefined {
+  if (ref.provider === 'file' && !defaults.allowFileReferences)
+    return new ConfigError(
+      field,
+      'file: references are turned off on this cluster (they read files inside the agent container)',
+      'reference the secret in AWS, GCP or Vault; file: is for local runs (webhook setting ALLOW_FILE_REFERENCES)',
+    );
+  if (ref.provider === 'exec' && !defaults.execHelpers)
+    return new ConfigError(
+      field,
+      'exec: references are turned off on this cluster (they run a helper program in the agent container)',
+      'reference the secret in AWS, GCP or Vault, or ask the cluster admin to allow exec: references (webhook settings ALLOW_EXEC_REFERENCES and EXEC_HELPERS_VOLUME, docs/exec-helpers.md)',
+    );
+  return undefined;
+}
+
+/** `envCount`: how many variables the pod takes from secrets; a pod with neither files nor variables names no secret. */
 export function parseSecretFiles(
   fileValues: FileValues,
   defaults: Pick<InjectionDefaults, 'allowFileReferences' | 'execHelpers'>,
   errors: ConfigError[],
+  envCount = 0,
 ): SecretFiles {
   const secrets: SecretFileRequest[] = [];
   const references: ParsedReference[] = [];
@@ -60,24 +86,9 @@ export function parseSecretFiles(
       return raw === undefined ? undefined : attempt(() => a.parse(raw, key(name)), errors);
     };
     const okRef = get('secret');
-    if (okRef?.provider === 'file' && !defaults.allowFileReferences) {
-      errors.push(
-        new ConfigError(
-          key('secret'),
-          'file: references are turned off on this cluster (they read files inside the agent container)',
-          'reference the secret in AWS, GCP or Vault; file: is for local runs (webhook setting ALLOW_FILE_REFERENCES)',
-        ),
-      );
-      continue;
-    }
-    if (okRef?.provider === 'exec' && !defaults.execHelpers) {
-      errors.push(
-        new ConfigError(
-          key('secret'),
-          'exec: references are turned off on this cluster (they run a helper program in the agent container)',
-          'reference the secret in AWS, GCP or Vault, or ask the cluster admin to allow exec: references (webhook settings ALLOW_EXEC_REFERENCES and EXEC_HELPERS_VOLUME, docs/exec-helpers.md)',
-        ),
-      );
+    const refused = okRef && referenceRefusal(okRef, key('secret'), defaults);
+    if (refused) {
+      errors.push(refused);
       continue;
     }
     const template = get('template');
@@ -164,12 +175,12 @@ export function parseSecretFiles(
       ),
     );
   }
-  if (fileValues.size === 0)
+  if (fileValues.size === 0 && envCount === 0)
     errors.push(
       new ConfigError(
         `${PREFIX}inject`,
         'is "true" but no secret is named',
-        'add an annotation secret-agent.io/secret-<file>: <reference>',
+        'add an annotation secret-agent.io/secret-<file>: <reference> (or secret-agent.io/env-<VAR>: <reference>)',
       ),
     );
   return { secrets, references };

@@ -1,4 +1,5 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
+import { ENV_NAME } from '../../agent/contract/env-exec.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { readAnnotationKey } from '../annotations/annotation-keys.ts';
 import { PREFIX, type Annotation } from '../annotations/annotation.ts';
@@ -15,9 +16,13 @@ export type PodValues = ReadonlyMap<PodAnnotationName, string>;
 /** Per file (the `<file>` of `secret-agent.io/<setting>-<file>`), its settings as written. */
 export type FileValues = ReadonlyMap<string, ReadonlyMap<FileAnnotationName, string>>;
 
+/** Per variable (the `<VAR>` of `secret-agent.io/env-<VAR>`), its reference as written. */
+export type EnvValues = ReadonlyMap<string, string>;
+
 export interface AnnotationValues {
   readonly pod: PodValues;
   readonly files: FileValues;
+  readonly env: EnvValues;
 }
 
 /** Sorts the annotations into pod-wide and per-file values; unknown keys and bad file names go to `errors`. */
@@ -27,12 +32,25 @@ export function readAnnotations(
 ): AnnotationValues {
   const pod = new Map<PodAnnotationName, string>();
   const files = new Map<string, Map<FileAnnotationName, string>>();
+  const env = new Map<string, string>();
   for (const [key, value] of Object.entries(annotations)) {
     // What the agent or the webhook wrote (a restart's template annotation) is not a setting: kept as is.
     const match = isProductAnnotation(key) ? undefined : readAnnotationKey(key);
     if (match === undefined) continue;
     if (match.kind === 'pod') {
       pod.set(match.name, value);
+      continue;
+    }
+    if (match.kind === 'env') {
+      if (ENV_NAME.test(match.variable)) env.set(match.variable, value);
+      else
+        errors.push(
+          new ConfigError(
+            key,
+            `${quote(match.variable)} is not an environment variable name a shell can read`,
+            'use letters, digits and _, not starting with a digit, e.g. secret-agent.io/env-DATABASE_URL',
+          ),
+        );
       continue;
     }
     if (match.kind === 'unknown') {
@@ -60,7 +78,7 @@ export function readAnnotations(
     if (!values) files.set(match.file, (values = new Map()));
     values.set(match.name, value);
   }
-  return { pod, files };
+  return { pod, files, env };
 }
 
 /** The parsed value of a pod-wide annotation. */

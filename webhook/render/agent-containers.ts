@@ -1,6 +1,7 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
+import { ENV_EXEC_AGENT_DIR } from '../../agent/contract/env-exec.ts';
 import { SIDECAR_V8_FLAGS } from '../../agent/contract/sidecar-v8-flags.ts';
 import {
   AGENT_CONTAINER,
@@ -115,6 +116,8 @@ export function renderAgentContainers(
   helpersVolumeName?: string,
   /** The volume of vault-client-cert-secret, when the pod names one. */
   clientCertVolume?: string,
+  /** The env wrapper's volume, when the pod takes variables from secrets: the agent installs it there. */
+  envExecVolume?: string,
 ): AgentPlacement {
   // exec: helpers, read-only, where the agent looks for them by default (EXEC_HELPERS_DIR).
   const helpersMount =
@@ -134,6 +137,7 @@ export function renderAgentContainers(
       ...(clientCertVolume
         ? [{ name: clientCertVolume, mountPath: VAULT_CLIENT_CERT_DIR, readOnly: true as const }]
         : []),
+      ...(envExecVolume ? [{ name: envExecVolume, mountPath: ENV_EXEC_AGENT_DIR }] : []),
     ],
     resources: request.resources,
     securityContext: {

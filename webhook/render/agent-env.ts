@@ -1,6 +1,7 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
 import type { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { renderSecretEnv } from '../../agent/contract/render-secret-env.ts';
+import { ENV_EXEC_AGENT_DIR } from '../../agent/contract/env-exec.ts';
 import { SDK_CONFIG_ENV } from '../../agent/contract/sdk-config-env.ts';
 import { nodeOptions } from '../agent-sizing.ts';
 import { AGENT_SECRETS_DIR } from '../injected-names.ts';
@@ -40,6 +41,8 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
     env.push(fixed(s.env, s.value));
     sources.set(s.env, s.annotation);
   }
+  // The env wrapper, installed before any file is written (agent/write/install-env-exec.ts).
+  if (request.envExec) env.push(fixed('ENV_EXEC_DIR', ENV_EXEC_AGENT_DIR));
   // Files shared through a group need its read bit; a mode the pod chose was checked for it instead.
   const { defaultFileMode } = request.fileAccess;
   if (defaultFileMode !== undefined && !request.agentSettings.some((s) => s.env === 'FILE_MODE'))
@@ -48,7 +51,8 @@ export function renderAgentEnv(request: InjectionRequest, mode: AgentMode): Rend
   const named = request.secrets.some((s) => s.template !== undefined);
   const secretEnv = renderSecretEnv(
     request.secrets.map((s) => ({
-      ...(named ? { name: s.file } : {}),
+      // A template reads files by their <file>; a variable is no file of the pod's.
+      ...(named && s.env === undefined ? { name: s.file } : {}),
       ...(s.template !== undefined ? { template: s.template } : {}),
       ref: s.ref,
       filename: s.path,

@@ -1,3 +1,4 @@
+import { ENV_EXEC_APP_DIR, envExecCommand } from '../../agent/contract/env-exec.ts';
 import type { ContainerShape, PodShape } from '../pod-shape.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import {
@@ -16,6 +17,9 @@ export const SECRETS_DIR_ENV = 'SECRETS_DIR';
 const VOLUME_NAME = `${OWN_VOLUME_PREFIX}-secrets`;
 const HELPERS_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-helpers`;
 const CLIENT_CERT_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-vault-client`;
+const ENV_EXEC_VOLUME_NAME = `${OWN_VOLUME_PREFIX}-exec`;
+/** The env wrapper is tens of KiB; the agent writes one copy and a temporary one beside it. */
+const ENV_EXEC_VOLUME_SIZE = '1Mi';
 
 /**
  * The JSON Patch that injects a request into a pod. Order matters: existing init containers are
@@ -34,6 +38,8 @@ export function renderPodPatch(
   const helpersVolumeName = request.execHelpers ? HELPERS_VOLUME_NAME : undefined;
   // The client certificate's key goes to the agent container only, never to the app's.
   const clientCertVolume = request.vaultClientCertSecret ? CLIENT_CERT_VOLUME_NAME : undefined;
+  const envExec = request.envExec;
+  const envExecVolume = envExec ? ENV_EXEC_VOLUME_NAME : undefined;
   const volumes: Record<string, unknown>[] = [
     { name: volumeName, emptyDir: { medium: 'Memory', sizeLimit: request.volumeSizeLimit } },
     // The helpers of exec: references, for the agent containers only (renderAgentContainers mounts it).
@@ -42,6 +48,10 @@ export function renderPodPatch(
       : []),
     ...(clientCertVolume
       ? [{ name: clientCertVolume, secret: { secretName: request.vaultClientCertSecret } }]
+      : []),
+    // The env wrapper, which the agent installs and the app containers run, read-only.
+    ...(envExecVolume
+      ? [{ name: envExecVolume, emptyDir: { medium: 'Memory', sizeLimit: ENV_EXEC_VOLUME_SIZE } }]
       : []),
   ];
   volumes.forEach((volume, i) => {
@@ -70,8 +80,35 @@ export function renderPodPatch(
   };
   mountInto(pod.spec.initContainers ?? [], 'initContainers');
   mountInto(pod.spec.containers, 'containers');
+  // Secrets as env vars: the container's own command runs through the wrapper, its args unchanged.
+  for (const c of envExec?.containers ?? []) {
+    const container = pod.spec[c.field]![c.index]!;
+    const base = pointer('spec', c.field, c.index);
+    // After mountInto's: its mount went last, and this one goes after it.
+    const mounts = [...(container.volumeMounts ?? []), { name: volumeName }];
+    ops.push(
+      addToArray(
+        mounts,
+        `${base}/volumeMounts`,
+        { name: envExecVolume, mountPath: ENV_EXEC_APP_DIR, readOnly: true },
+        'last',
+      ),
+      {
+        op: 'replace',
+        path: `${base}/command`,
+        value: envExecCommand(request.mountPath, envExec!.waitSeconds, envExec!.names, c.command),
+      },
+    );
+  }
 
-  const placement = renderAgentContainers(request, defaults, volumeName, helpersVolumeName, clientCertVolume);
+  const placement = renderAgentContainers(
+    request,
+    defaults,
+    volumeName,
+    helpersVolumeName,
+    clientCertVolume,
+    envExecVolume,
+  );
   if (placement.initContainer)
     ops.push(addToArray(pod.spec.initContainers, '/spec/initContainers', placement.initContainer, 'first'));
   if (placement.sidecar)

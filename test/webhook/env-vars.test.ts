@@ -1,0 +1,261 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
+import {
+  ENV_EXEC_AGENT_DIR,
+  ENV_EXEC_APP_DIR,
+  ENV_EXEC_APP_PATH,
+  MAX_ENV_VARS,
+} from '../../agent/contract/env-exec.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
+import {
+  admitThroughWebhook,
+  AGENT_IMAGE,
+  basicPod,
+  containerEnv,
+  injectedPod,
+  type PodDoc,
+} from './fixtures.ts';
+
+/**
+ * Secrets as env vars (`secret-agent.io/env-<VAR>`, docs/env.md): what the webhook's patch does to
+ * the app containers and the agent, and what it refuses. Every pod goes through the real admission
+ * code from the AdmissionReview's text, and every injected pod is checked against the Pod schema.
+ */
+
+const CLUSTER = { AGENT_AWS_REGION: 'eu-west-1' };
+const CLASSIC = { ...CLUSTER, NATIVE_SIDECARS: 'false' };
+const COMMAND = ['/app/server', '--listen=:8080'];
+const ARGS = ['--verbose', 'two words'];
+/** An app with its command in the spec, its uid named (no file-sharing warning). */
+function spec(extra: Record<string, unknown> = {}): Partial<PodDoc['spec']> {
+  return {
+    securityContext: { runAsUser: 1000 },
+    containers: [{ name: 'app', image: 'registry.example/app:1', command: COMMAND, args: ARGS, ...extra }],
+  };
+}
+
+function admit(
+  annotations: Record<string, string>,
+  podSpec: Partial<PodDoc['spec']> = spec(),
+  cluster: Record<string, string> = CLUSTER,
+) {
+  const pod = basicPod(annotations, podSpec);
+  return { pod, result: admitThroughWebhook(pod, cluster) };
+}
+
+function inject(
+  annotations: Record<string, string>,
+  podSpec?: Partial<PodDoc['spec']>,
+  cluster?: Record<string, string>,
+) {
+  const { pod, result } = admit(annotations, podSpec, cluster);
+  const patched = injectedPod(pod, result);
+  const all = [...(patched.spec.initContainers ?? []), ...patched.spec.containers];
+  return {
+    pod: patched,
+    app: (name = 'app') => all.find((c) => c.name === name)!,
+    agents: all.filter((c) => c.image === AGENT_IMAGE),
+    warnings: result.review.response.warnings ?? [],
+  };
+}
+
+function refusal(
+  annotations: Record<string, string>,
+  podSpec: Partial<PodDoc['spec']> = spec(),
+  cluster: Record<string, string> = CLUSTER,
+): string {
+  const { result } = admit(annotations, podSpec, cluster);
+  assert.equal(result.outcome, 'denied', 'refused');
+  return result.review.response.status!.message!;
+}
+
+const ENV = { 'secret-agent.io/env-DATABASE_URL': 'aws:prod/db#url' };
+const RESTART = { 'secret-agent.io/restart-on-change': 'true' };
+
+describe('secret-agent.io/env-<VAR>: the app container runs its command through the wrapper', () => {
+  it('wraps the command, keeps args, mounts the wrapper read-only; the agent writes the value and installs the wrapper', () => {
+    const { pod, app, agents } = inject({
+      ...ENV,
+      'secret-agent.io/env-API_KEY': 'aws:prod/api',
+      'secret-agent.io/secret-tls': 'aws:prod/tls',
+    });
+    assert.deepEqual(app().command, [
+      ENV_EXEC_APP_PATH,
+      '--dir=/etc/secrets',
+      '--wait=75',
+      '--set=API_KEY',
+      '--set=DATABASE_URL',
+      '--',
+      ...COMMAND,
+    ]);
+    assert.deepEqual(app().args, ARGS, 'args unchanged: the wrapper passes them on');
+    assert.deepEqual(app().volumeMounts, [
+      { name: 'secret-agent-secrets', mountPath: '/etc/secrets', readOnly: true },
+      { name: 'secret-agent-exec', mountPath: ENV_EXEC_APP_DIR, readOnly: true },
+    ]);
+    assert.deepEqual(
+      (pod.spec.volumes as { name: string }[]).find((v) => v.name === 'secret-agent-exec'),
+      { name: 'secret-agent-exec', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+    );
+    // Nothing of the values in the app's env: the wrapper reads them from the volume at start.
+    assert.deepEqual(
+      (app().env as { name: string }[]).map((e) => e.name),
+      ['SECRETS_DIR'],
+    );
+    assert.equal(agents.length, 1);
+    const agent = agents[0]!;
+    assert.ok(
+      (agent.volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).some(
+        (m) => m.name === 'secret-agent-exec' && m.mountPath === ENV_EXEC_AGENT_DIR && m.readOnly !== true,
+      ),
+      'the agent mounts the wrapper volume writable',
+    );
+    // The agent's env, parsed by the agent's own parser: two values and one file.
+    const config = parseAgentConfig(containerEnv(agent, pod));
+    assert.deepEqual(config.envExec, { dir: ENV_EXEC_AGENT_DIR, program: '/app/env-exec' });
+    assert.deepEqual(
+      config.secrets.map((s) => [s.ref.provider, s.filename, s.format]),
+      [
+        ['aws', 'tls', 'raw'],
+        ['aws', '.secret-agent-env/API_KEY', 'raw'],
+        ['aws', '.secret-agent-env/DATABASE_URL', 'raw'],
+      ],
+    );
+  });
+
+  it('variables alone, without files, are a request', () => {
+    const { app } = inject(ENV);
+    assert.equal((app().command as string[])[0], ENV_EXEC_APP_PATH);
+  });
+
+  it('only the containers secret-agent.io/containers selects, init containers included; the others keep their command', () => {
+    const { app } = inject(
+      { ...ENV, 'secret-agent.io/containers': 'migrate,app' },
+      {
+        securityContext: { runAsUser: 1000 },
+        initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1', command: ['/migrate'] }],
+        containers: [
+          { name: 'app', image: 'registry.example/app:1', command: COMMAND },
+          // No command: fine, it is not selected.
+          { name: 'proxy', image: 'registry.example/proxy:1' },
+        ],
+      },
+    );
+    assert.deepEqual((app('migrate').command as string[]).slice(-2), ['--', '/migrate']);
+    assert.equal((app('app').command as string[])[0], ENV_EXEC_APP_PATH);
+    assert.equal(app('proxy').command, undefined);
+    assert.equal(app('proxy').volumeMounts, undefined);
+  });
+
+  it('without restart-on-change, a sidecar pod is warned that a rotation reaches the app at its next start', () => {
+    const { warnings } = inject(ENV);
+    assert.equal(warnings.length, 1);
+    assert.match(
+      warnings[0]!,
+      /secret-agent\.io\/env-DATABASE_URL: .*next starts.*restart-on-change: "true"/,
+    );
+    assert.deepEqual(inject({ ...ENV, ...RESTART }).warnings, [], 'restart-on-change: nothing to tell');
+    assert.deepEqual(
+      inject({ ...ENV, 'secret-agent.io/mode': 'init' }).warnings,
+      [],
+      'mode init: nothing rotates',
+    );
+  });
+
+  it('the wrapper waits as long as the agent retries, plus 15 s', () => {
+    const { app } = inject({ ...ENV, 'secret-agent.io/init-deadline': '2m' });
+    assert.ok((app().command as string[]).includes('--wait=135'));
+  });
+});
+
+describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => {
+  it('a selected container without command: names the field, the image inspect line and render', () => {
+    const message = refusal(ENV, {
+      securityContext: { runAsUser: 1000 },
+      containers: [{ name: 'app', image: 'registry.example/app:1', args: ARGS }],
+    });
+    assert.match(message, /spec\.containers\[0\]\.command: container "app" has no command in the pod spec/);
+    assert.match(message, /Entrypoint/);
+    assert.match(message, /secret-agent render then shows the wrapped command/);
+    assert.match(message, /secret-agent\.io\/containers/);
+  });
+
+  it('a name that is no shell variable, one the container sets, and SECRETS_DIR', () => {
+    assert.match(
+      refusal({ 'secret-agent.io/env-DB-URL': 'aws:prod/db' }),
+      /secret-agent\.io\/env-DB-URL: "DB-URL" is not an environment variable name a shell can read/,
+    );
+    assert.match(
+      refusal({ 'secret-agent.io/env-9LIVES': 'aws:prod/db' }),
+      /"9LIVES" is not an environment variable name/,
+    );
+    assert.match(
+      refusal(ENV, spec({ env: [{ name: 'DATABASE_URL', value: 'postgres://localhost' }] })),
+      /secret-agent\.io\/env-DATABASE_URL: sets "DATABASE_URL", which container "app" sets already \(spec\.containers\[0\]\.env\)/,
+    );
+    assert.match(
+      refusal({ 'secret-agent.io/env-SECRETS_DIR': 'aws:prod/db' }),
+      /sets "SECRETS_DIR", which the webhook sets to the mount path/,
+    );
+  });
+
+  it('a reference the agent could not serve, described by its shape, never quoted', () => {
+    const secret = canary('env-annotation');
+    const message = refusal({ 'secret-agent.io/env-TOKEN': secret });
+    assert.match(message, /secret-agent\.io\/env-TOKEN: \(a value of \d+ characters\) is not a reference/);
+    assertNoCanary(message, 'the refusal');
+    // The region this cluster lacks, named for the variable.
+    assert.match(
+      refusal(ENV, spec(), {}),
+      /secret-agent\.io\/aws-region: is not set .* so secret-agent\.io\/env-DATABASE_URL \(aws:NAME, which has no region\) cannot be fetched/,
+    );
+    assert.match(
+      refusal({ 'secret-agent.io/env-TOKEN': 'file:/etc/token' }),
+      /secret-agent\.io\/env-TOKEN: file: references are turned off on this cluster/,
+    );
+  });
+
+  it('a classic sidecar alone would start the app before its variables exist', () => {
+    assert.match(
+      refusal({ ...ENV, 'secret-agent.io/mode': 'sidecar' }, spec(), CLASSIC),
+      /secret-agent\.io\/mode: is "sidecar" on a cluster without native sidecars.*init\+sidecar/,
+    );
+    // Native sidecars hold the app until the set is written: fine there.
+    inject({ ...ENV, 'secret-agent.io/mode': 'sidecar' });
+    inject(ENV, spec(), CLASSIC);
+  });
+
+  it('paths the wrapper or the values need: the values directory, the wrapper mount', () => {
+    assert.match(
+      refusal({
+        ...ENV,
+        'secret-agent.io/secret-x': 'aws:prod/x',
+        'secret-agent.io/path-x': '.secret-agent-env/x',
+      }),
+      /secret-agent\.io\/secret-x: writes "\.secret-agent-env\/x", where the environment variables' values go/,
+    );
+    assert.match(
+      refusal({ ...ENV, 'secret-agent.io/mount-path': '/.secret-agent/secrets' }),
+      /secret-agent\.io\/mount-path: "\/\.secret-agent\/secrets" overlaps "\/\.secret-agent"/,
+    );
+    assert.match(
+      refusal(ENV, spec({ volumeMounts: [{ name: 'data', mountPath: '/' }] })),
+      /spec\.containers\[0\]\.volumeMounts\[0\]: "\/" of container "app" overlaps "\/\.secret-agent"/,
+    );
+  });
+
+  it(`more than ${MAX_ENV_VARS} variables`, () => {
+    const many = Object.fromEntries(
+      Array.from({ length: MAX_ENV_VARS + 1 }, (_, i) => [`secret-agent.io/env-V${i}`, `aws:prod/v${i}`]),
+    );
+    assert.match(refusal(many), new RegExp(`names ${MAX_ENV_VARS + 1} variables, more than ${MAX_ENV_VARS}`));
+  });
+
+  it('a command that is not a list of strings', () => {
+    assert.match(
+      refusal(ENV, spec({ command: ['/app/server', 7] })),
+      /spec\.containers\[0\]\.command: of container "app" is not a list of strings/,
+    );
+  });
+});
