@@ -139,7 +139,8 @@ export function decideAdmission(input: AdmissionInput, defaults: InjectionDefaul
     log: {
       outcome: 'injected',
       mode: injection.mode,
-      files: injection.secrets.map((s) => s.file),
+      files: injection.secrets.filter((s) => s.env === undefined).map((s) => s.file),
+      ...(injection.envExec ? { env: injection.envExec.names } : {}),
       containers,
       ...(injection.warnings.length ? { warnings: injection.warnings.length } : {}),
     },
