@@ -61,6 +61,7 @@ static size_t name_lens[MAX_ENV_VARS], nnames;
 static char *values[MAX_ENV_VARS]; /* "NAME=value" each, as the new env takes it */
 static int missing[MAX_ENV_VARS];  /* the last look: not in the payload yet */
 static int no_payload;             /* the last look: no usable ..data yet */
+static char **app_env;             /* what the app gets */
 
 static const int caught[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 #define NCAUGHT (sizeof caught / sizeof *caught)
@@ -206,8 +207,8 @@ static void resolve_payload(int dirfd, char *payload, size_t cap) {
 }
 
 static const char *file_kind(mode_t m) {
-  return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
-       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+  return S_ISLNK(m) ? "is a symbolic link" : S_ISDIR(m) ? "is a directory" : S_ISFIFO(m) ? "is a FIFO"
+       : S_ISSOCK(m) ? "is a socket" : S_ISCHR(m) || S_ISBLK(m) ? "is a device" : "is not a regular file";
 }
 
 static _Noreturn void read_error(size_t k, const char *payload, const char *problem) {
@@ -217,6 +218,12 @@ static _Noreturn void read_error(size_t k, const char *payload, const char *prob
       "container's log",
       names[k], quoted(path), problem);
   exit(EXIT_READ_ERROR);
+}
+
+static _Noreturn void read_errno(size_t k, const char *payload, int e) {
+  char problem[128];
+  snprintf(problem, sizeof problem, "could not be read (%s)", strerror(e));
+  read_error(k, payload, problem);
 }
 
 static int same_payload(int dirfd, const char *payload) {
@@ -233,9 +240,9 @@ static int read_value(int dirfd, int vfd, const char *payload, size_t k) {
     int e = errno;
     if (e == ENOENT && !same_payload(dirfd, payload)) return READ_SWAPPED; /* the agent swapped the set */
     if (e == ELOOP) read_error(k, payload, "is a symbolic link");
-    read_error(k, payload, strerror(e));
+    read_errno(k, payload, e);
   }
-  if (fstat(fd, &st)) read_error(k, payload, strerror(errno));
+  if (fstat(fd, &st)) read_errno(k, payload, errno);
   if (!S_ISREG(st.st_mode)) read_error(k, payload, file_kind(st.st_mode));
   size_t head = name_lens[k] + 1, got = 0, cap = head + MAX_ENV_VALUE_BYTES + 2;
   char *v = values[k] ? values[k] : (values[k] = malloc(cap)); /* pages of it touched only as read */
@@ -246,7 +253,7 @@ static int read_value(int dirfd, int vfd, const char *payload, size_t k) {
     /* up to one byte past the bound: a file that grew after fstat is caught too */
     ssize_t n = read(fd, v + head + got, MAX_ENV_VALUE_BYTES + 1 - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) read_error(k, payload, strerror(errno));
+    if (n < 0) read_errno(k, payload, errno);
     if (n == 0) break;
     got += (size_t)n;
   }
@@ -404,10 +411,10 @@ int main(int argc, char **argv) {
   char **command = argv + first;
   catch_signals();
   wait_and_read();
-  char **env = new_env();
+  app_env = new_env();
   restore_signals();
-  if (strchr(command[0], '/')) execve(command[0], command, env);
-  else exec_on_path(command, env);
+  if (strchr(command[0], '/')) execve(command[0], command, app_env);
+  else exec_on_path(command, app_env);
   int e = errno;
   if (e == E2BIG)
     say("cannot run %s: the environment and arguments are too large for execve (E2BIG; Linux takes at most "
