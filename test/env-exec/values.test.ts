@@ -6,14 +6,14 @@
  * The volume is the agent's own writer's (AtomicDir), but for the hostile layouts, made by hand.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ENV_EXEC_EXIT, ENV_VALUES_DIR, MAX_ENV_VALUE_BYTES } from '../../agent/contract/env-exec.ts';
 import { CANARY_MARKER, canary } from '../support/canary.ts';
 import { memoryDir } from '../support/run-agent.ts';
-import { envVolume, runWrapper, type WrapperRun } from './wrapper.ts';
+import { envExecBinary, envVolume, runCommand, runWrapper, type WrapperRun } from './wrapper.ts';
 
 const wrap = (dir: string, names: readonly string[], wait = 0, command = ['/bin/true']) =>
   runWrapper([`--dir=${dir}`, `--wait=${wait}`, ...names.map((n) => `--set=${n}`), '--', ...command], {
@@ -205,6 +205,51 @@ describe('env-exec: what the agent never writes (hand-made layouts)', () => {
 });
 
 describe('env-exec: one consistent set while the agent swaps them', () => {
+  it('the payload removed between two values (a swap): it starts over from the new payload, all of it', async () => {
+    if (spawnSync('strace', ['-V']).error)
+      throw new Error('this test holds the wrapper mid-read with strace. Install: apt-get install -y strace');
+    using vol = memoryDir();
+    using logDir = memoryDir();
+    const writer = await envVolume(vol.path);
+    await writer.write({ A: 'version-1', B: 'version-1' });
+    // The 5th openat is B's (the volume, the payload, its values directory, A, B): held 2 s before it
+    // runs. Meanwhile the agent swaps to version 2 and removes version 1's payload under the wrapper.
+    const log = join(logDir.path, 'strace.log');
+    const running = runCommand(
+      [
+        'strace',
+        '-qq',
+        '-o',
+        log,
+        '-e',
+        'trace=openat',
+        '-e',
+        'inject=openat:delay_enter=2000000:when=5',
+        envExecBinary(),
+        `--dir=${vol.path}`,
+        '--wait=10',
+        '--set=A',
+        '--set=B',
+        '--',
+        '/usr/bin/env',
+      ],
+      { env: {} },
+    );
+    for (let i = 0; i < 500 && !readFileSync(log, { encoding: 'utf8', flag: 'a+' }).includes('"B", '); i++)
+      await new Promise((r) => setTimeout(r, 10));
+    assert.match(
+      readFileSync(log, 'utf8'),
+      /openat\(\d+, "A", [^\n]*= \d+\nopenat\(\d+, "B", /,
+      'A read, B held',
+    );
+    await writer.write({ A: 'version-2', B: 'version-2' });
+    const run = await running;
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(run.stdout.split('\n').filter(Boolean), ['A=version-2', 'B=version-2']);
+    // It did read version 1's A before it started over: the swap was in the middle of a read.
+    assert.match(readFileSync(log, 'utf8'), /"B", [^\n]*ENOENT[\s\S]*"A", [\s\S]*"B", [^\n]*= \d+/);
+  });
+
   it('many concurrent runs during back-to-back swaps never see two versions at once', async () => {
     using vol = memoryDir();
     const writer = await envVolume(vol.path);
