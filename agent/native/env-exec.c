@@ -197,13 +197,16 @@ static void restore_signals(void) {
 
 enum { READ_OK, READ_WAIT, READ_SWAPPED };
 
-/* `..data`'s target now, or "" when there is none or it is not a payload of the agent's. */
-static void resolve_payload(int dirfd, char *payload, size_t cap) {
+/* `..data`'s target now, or "" when there is none or it is not a payload of the agent's. Returns
+ * readlink's errno (0 when it read a link). */
+static int resolve_payload(int dirfd, char *payload, size_t cap) {
   ssize_t n = readlinkat(dirfd, DATA_LINK, payload, cap - 1);
+  int e = n < 0 ? errno : 0;
   payload[n > 0 ? n : 0] = 0;
   if (n <= 0 || (size_t)n >= cap - 1 || strncmp(payload, PAYLOAD_PREFIX, sizeof PAYLOAD_PREFIX - 1) ||
       memchr(payload, '/', (size_t)n))
     payload[0] = 0;
+  return e;
 }
 
 static const char *file_kind(mode_t m) {
@@ -211,19 +214,27 @@ static const char *file_kind(mode_t m) {
        : S_ISSOCK(m) ? "is a socket" : S_ISCHR(m) || S_ISBLK(m) ? "is a device" : "is not a regular file";
 }
 
-static _Noreturn void read_error(size_t k, const char *payload, const char *problem) {
-  char path[PATH_BUF];
-  snprintf(path, sizeof path, "%s/%s/" ENV_VALUES_DIR "/%s", dir, payload, names[k]);
-  say("cannot read the value of %s: %s %s. Fix: the agent writes it as a regular file; see the agent "
-      "container's log",
-      names[k], quoted(path), problem);
+/* `path` cannot be read: exit 74. `what`: "the value of NAME", or "the agent's set". `problem` says what
+ * the file is ("is a FIFO"); without one, errno `e` says what went wrong. */
+static _Noreturn void cannot_read(const char *what, const char *path, int e, const char *problem) {
+  char text[160];
+  if (!problem && e == EACCES)
+    snprintf(text, sizeof text, "may not be read by this process's uid %u (EACCES)", (unsigned)getuid());
+  else if (!problem) snprintf(text, sizeof text, "could not be read (%s)", strerror(e));
+  say("cannot read %s: %s %s. Fix: %s", what, quoted(path), problem ? problem : text,
+      e == EACCES ? "the agent writes the values for the pod's runAsUser, or for its fsGroup: run this container "
+                    "as that uid, or give the pod an fsGroup"
+      : problem   ? "the agent writes each value as a regular file; see the agent container's log"
+                  : "see the agent container's log");
   exit(EXIT_READ_ERROR);
 }
 
-static _Noreturn void read_errno(size_t k, const char *payload, int e) {
-  char problem[128];
-  snprintf(problem, sizeof problem, "could not be read (%s)", strerror(e));
-  read_error(k, payload, problem);
+/* Variable k's value (or, with k == nnames, the values directory) in `payload` cannot be read. */
+static _Noreturn void read_error(size_t k, const char *payload, int e, const char *problem) {
+  char path[PATH_BUF], what[300];
+  snprintf(path, sizeof path, "%s/%s/" ENV_VALUES_DIR "/%s", dir, payload, k < nnames ? names[k] : "");
+  snprintf(what, sizeof what, "%s%s", k < nnames ? "the value of " : "the agent's set", k < nnames ? names[k] : "");
+  cannot_read(what, path, e, problem);
 }
 
 static int same_payload(int dirfd, const char *payload) {
@@ -239,11 +250,10 @@ static int read_value(int dirfd, int vfd, const char *payload, size_t k) {
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT && !same_payload(dirfd, payload)) return READ_SWAPPED; /* the agent swapped the set */
-    if (e == ELOOP) read_error(k, payload, "is a symbolic link");
-    read_errno(k, payload, e);
+    read_error(k, payload, e, e == ELOOP ? "is a symbolic link" : NULL);
   }
-  if (fstat(fd, &st)) read_errno(k, payload, errno);
-  if (!S_ISREG(st.st_mode)) read_error(k, payload, file_kind(st.st_mode));
+  if (fstat(fd, &st)) read_error(k, payload, errno, NULL);
+  if (!S_ISREG(st.st_mode)) read_error(k, payload, 0, file_kind(st.st_mode));
   size_t head = name_lens[k] + 1, got = 0, cap = head + MAX_ENV_VALUE_BYTES + 2;
   char *v = values[k] ? values[k] : (values[k] = malloc(cap)); /* pages of it touched only as read */
   if (!v) say("no memory for the value of %s", names[k]), exit(EXIT_READ_ERROR);
@@ -253,7 +263,7 @@ static int read_value(int dirfd, int vfd, const char *payload, size_t k) {
     /* up to one byte past the bound: a file that grew after fstat is caught too */
     ssize_t n = read(fd, v + head + got, MAX_ENV_VALUE_BYTES + 1 - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) read_errno(k, payload, errno);
+    if (n < 0) read_error(k, payload, errno, NULL);
     if (n == 0) break;
     got += (size_t)n;
   }
@@ -278,25 +288,34 @@ static int read_value(int dirfd, int vfd, const char *payload, size_t k) {
  * there yet (no_payload, missing[] say which), READ_SWAPPED when the agent replaced it meanwhile. */
 static int read_set(void) {
   char payload[256];
+  /* openat, not open: the same syscalls on every platform (a test holds the 5th with strace) */
   int result = READ_WAIT, dirfd = openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_CLOEXEC), pfd = -1, vfd = -1;
   no_payload = 1;
   for (size_t k = 0; k < nnames; k++) missing[k] = 1;
-  /* openat, not open: the same syscalls on every platform (a test holds the 5th with strace) */
+  int e = dirfd < 0 ? errno : resolve_payload(dirfd, payload, sizeof payload);
+  if (e == EACCES) { /* waiting would not change it */
+    char path[PATH_BUF];
+    snprintf(path, sizeof path, "%s/" DATA_LINK, dir);
+    cannot_read("the agent's set", path, e, NULL);
+  }
   if (dirfd < 0) return READ_WAIT; /* not mounted yet, or not a directory: the timeout names it */
-  resolve_payload(dirfd, payload, sizeof payload);
   if (payload[0]) pfd = openat(dirfd, payload, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (pfd >= 0) {
     /* Opened once: every value comes from this payload, whatever `..data` says meanwhile. */
     no_payload = 0;
     vfd = openat(pfd, ENV_VALUES_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (vfd < 0 && errno == EACCES) read_error(nnames, payload, EACCES, NULL); /* waiting would not change it */
   }
   if (vfd >= 0) {
     int all = 1;
     for (size_t k = 0; k < nnames; k++) {
       struct stat st;
-      if (fstatat(vfd, names[k], &st, AT_SYMLINK_NOFOLLOW)) continue;
+      if (fstatat(vfd, names[k], &st, AT_SYMLINK_NOFOLLOW)) {
+        if (errno != ENOENT) read_error(k, payload, errno, NULL); /* EACCES: waiting would not change it */
+        continue;
+      }
       missing[k] = 0;
-      if (!S_ISREG(st.st_mode)) read_error(k, payload, file_kind(st.st_mode));
+      if (!S_ISREG(st.st_mode)) read_error(k, payload, 0, file_kind(st.st_mode));
     }
     for (size_t k = 0; k < nnames; k++) all &= !missing[k];
     result = all ? READ_OK : READ_WAIT;

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ENV_EXEC_EXIT, ENV_VALUES_DIR, MAX_ENV_VALUE_BYTES } from '../../agent/contract/env-exec.ts';
@@ -137,6 +137,63 @@ describe('env-exec: values an env var cannot hold', () => {
   });
 });
 
+describe('env-exec: values this uid may not read', () => {
+  /** The wrapper as uid 65532 (setpriv), as an app container of another uid than the agent's runs it. */
+  const asOtherUid = (dir: string) =>
+    runCommand(
+      [
+        'setpriv',
+        '--reuid=65532',
+        '--regid=65532',
+        '--clear-groups',
+        envExecBinary(),
+        `--dir=${dir}`,
+        '--wait=3600',
+        '--set=A',
+        '--',
+        '/bin/true',
+      ],
+      { env: {}, withinMs: 10_000 }, // far below the wait: it does not wait for what waiting cannot change
+    );
+
+  it('0400 values of another uid: 74 at once naming the uid and the fix, not a wait for the timeout', async () => {
+    if (spawnSync('setpriv', ['--version']).error)
+      throw new Error('this test runs the wrapper as another uid. Install: apt-get install -y util-linux');
+    using vol = memoryDir();
+    const writer = await envVolume(vol.path);
+    await writer.write({ A: canary() }, 0o400); // its directories 0500: not even searchable by others
+    // The volume itself (mkdtemp's 0700) not searchable:
+    const volumeDenied = await asOtherUid(vol.path);
+    assert.equal(volumeDenied.code, ENV_EXEC_EXIT.readError, volumeDenied.stderr);
+    assert.equal(
+      volumeDenied.stderr,
+      `env-exec: cannot read the agent's set: "${vol.path}/..data" may not be read by this process's uid 65532 ` +
+        `(EACCES). Fix: the agent writes the values for the pod's runAsUser, or for its fsGroup: run this ` +
+        `container as that uid, or give the pod an fsGroup\n`,
+    );
+    chmodSync(vol.path, 0o755); // as an emptyDir is
+    const dirDenied = await asOtherUid(vol.path);
+    assert.equal(dirDenied.code, ENV_EXEC_EXIT.readError, dirDenied.stderr);
+    assert.match(
+      dirDenied.stderr,
+      /^env-exec: cannot read the agent's set: "[^"]+\/\.\.data_[^"/]+\/\.secret-agent-env\/" may not be read by this process's uid 65532 \(EACCES\)\. Fix: .+fsGroup\n$/,
+    );
+    await writer.write({ A: canary() }, 0o600);
+    execFileSync('chmod', [
+      'o+x',
+      join(vol.path, readlinkSync(join(vol.path, '..data'))),
+      join(vol.path, '..data', ENV_VALUES_DIR),
+    ]);
+    const fileDenied = await asOtherUid(vol.path);
+    assert.equal(fileDenied.code, ENV_EXEC_EXIT.readError, fileDenied.stderr);
+    assert.match(
+      fileDenied.stderr,
+      /^env-exec: cannot read the value of A: "[^"]+" may not be read by this process's uid 65532 \(EACCES\)\. Fix: /,
+    );
+    noValue(fileDenied);
+  });
+});
+
 describe('env-exec: what the agent never writes (hand-made layouts)', () => {
   /** `<vol>/..data -> ..data_hostile`, with `.secret-agent-env/` in it; returns that directory. */
   function handMade(vol: string, values: Record<string, string> = {}): string {
@@ -164,7 +221,7 @@ describe('env-exec: what the agent never writes (hand-made layouts)', () => {
       assert.equal(
         run.stderr,
         `env-exec: cannot read the value of ${name}: "${vol.path}/..data_hostile/${ENV_VALUES_DIR}/${name}" ` +
-          `is ${kind}. Fix: the agent writes it as a regular file; see the agent container's log\n`,
+          `is ${kind}. Fix: the agent writes each value as a regular file; see the agent container's log\n`,
       );
       noValue(run);
     }
@@ -212,9 +269,26 @@ describe('env-exec: one consistent set while the agent swaps them', () => {
     using logDir = memoryDir();
     const writer = await envVolume(vol.path);
     await writer.write({ A: 'version-1', B: 'version-1' });
-    // The 5th openat is B's (the volume, the payload, its values directory, A, B): held 2 s before it
-    // runs. Meanwhile the agent swaps to version 2 and removes version 1's payload under the wrapper.
+    // B's openat, counted in a dry run (the volume, the payload, its values directory, A, B: the 5th in
+    // the musl build; more in a sanitizer's), is held 2 s before it runs. Meanwhile the agent swaps to
+    // version 2 and removes version 1's payload under the wrapper.
     const log = join(logDir.path, 'strace.log');
+    const wrapped = [
+      envExecBinary(),
+      `--dir=${vol.path}`,
+      '--wait=10',
+      '--set=A',
+      '--set=B',
+      '--',
+      '/usr/bin/env',
+    ];
+    execFileSync('strace', ['-qq', '-o', log, '-e', 'trace=openat', ...wrapped], { env: {} });
+    const bAt =
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .findIndex((l) => l.includes('"B", ')) + 1;
+    assert.ok(bAt > 0, 'the dry run opened B');
+    writeFileSync(log, '');
     const running = runCommand(
       [
         'strace',
@@ -224,14 +298,8 @@ describe('env-exec: one consistent set while the agent swaps them', () => {
         '-e',
         'trace=openat',
         '-e',
-        'inject=openat:delay_enter=2000000:when=5',
-        envExecBinary(),
-        `--dir=${vol.path}`,
-        '--wait=10',
-        '--set=A',
-        '--set=B',
-        '--',
-        '/usr/bin/env',
+        `inject=openat:delay_enter=2000000:when=${bAt}`,
+        ...wrapped,
       ],
       { env: {} },
     );
@@ -239,7 +307,7 @@ describe('env-exec: one consistent set while the agent swaps them', () => {
       await new Promise((r) => setTimeout(r, 10));
     assert.match(
       readFileSync(log, 'utf8'),
-      /openat\(\d+, "A", [^\n]*= \d+\nopenat\(\d+, "B", /,
+      /openat\(\d+, "A", [^\n]*= \d+\n[\s\S]*openat\(\d+, "B", [^\n]*$/,
       'A read, B held',
     );
     await writer.write({ A: 'version-2', B: 'version-2' });

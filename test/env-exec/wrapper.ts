@@ -27,18 +27,19 @@ export function envExecBinary(): string {
 }
 
 /** The agent's writer on `dir`, and a helper that writes one set of variables (mode 0400, as the agent). */
-export async function envVolume(
-  dir: string,
-): Promise<{ writer: AtomicDir; write(vars: Record<string, string | Buffer>): Promise<void> }> {
+export async function envVolume(dir: string): Promise<{
+  writer: AtomicDir;
+  write(vars: Record<string, string | Buffer>, mode?: number): Promise<void>;
+}> {
   const writer = await AtomicDir.open(dir, { requireMemoryFs: true });
   return {
     writer,
-    write: (vars) =>
+    write: (vars, mode = 0o400) =>
       writer.write(
         Object.entries(vars).map(([name, value]) => ({
           path: envValuePath(name),
           bytes: Buffer.isBuffer(value) ? value : Buffer.from(value),
-          mode: 0o400,
+          mode,
         })),
       ),
   };
