@@ -106,11 +106,11 @@ describe('npm run images: the images and what a release job publishes', () => {
     }
   });
 
-  it('hold nothing over their base but /app, on every platform: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots, the native sidecar’s postStart hook and the resident', () => {
+  it('hold nothing over their base but /app, on every platform: the bundle the tests run (byte for byte), its licence notices, the LICENSE, the compile cache, the start-up snapshots, the native sidecar’s postStart hook, the resident and env-exec', () => {
     const { podman, manifest } = builtImages();
     const expected: Record<ImageName, RegExp> = {
       agent:
-        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|resident|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
+        /^\/app(\/(agent\.js(\.LEGAL\.txt)?|agent(-gcp)?\.blob|wait-ready\.cjs|resident|env-exec|LICENSE|agent-chunks(\/[\w.-]+\.js(\.LEGAL\.txt)?)?|compile-cache(\/v24[\w.-]+-(65532|1000)(\/[0-9a-f]+)?)?))?$/,
       webhook: /^\/app(\/(webhook\.js(\.LEGAL\.txt)?|LICENSE))?$/,
     };
     const onHost = hashTree(join(ROOT, 'dist'));
@@ -137,7 +137,7 @@ describe('npm run images: the images and what a release job publishes', () => {
         );
         assert.equal(oci.layers.length, config.rootfs.diff_ids.length);
         const files: Record<string, Buffer> = {};
-        let sawResident = false;
+        const sawNative = new Set<string>();
         for (const [i, layer] of oci.layers.entries()) {
           if (i < baseLayers.length) continue;
           const tar = layerTar(archive, layer, config.rootfs.diff_ids[i]!);
@@ -145,12 +145,12 @@ describe('npm run images: the images and what a release job publishes', () => {
             assert.ok(!path.includes('/.wh.'), `${at}: the layer deletes ${path} from the base`);
             if (expected[name].test(path)) {
               const file = path.slice('/app/'.length);
-              // Built per platform in the image, so not dist/'s: the cache, the blobs and the resident
-              // (test/image/resident.test.ts checks it is the platform's).
-              const perPlatform =
-                file.startsWith('compile-cache/') || file.endsWith('.blob') || file === 'resident';
+              // Built per platform in the image, so not dist/'s: the cache, the blobs and the native
+              // programs (test/image/resident.test.ts and env-exec.test.ts check they are the platform's).
+              const native = file === 'resident' || file === 'env-exec';
+              const perPlatform = file.startsWith('compile-cache/') || file.endsWith('.blob') || native;
               if (mode.startsWith('-') && !perPlatform) files[file] = layerFile(tar, path);
-              if (file === 'resident') sawResident = true;
+              if (native) sawNative.add(file);
               continue;
             }
             // buildah's RUN steps (the agent's compile cache and snapshots) leave their mount points
@@ -165,7 +165,12 @@ describe('npm run images: the images and what a release job publishes', () => {
         assert.ok(`${name}.js` in files, `${at} holds /app/${name}.js`);
         if (name === 'agent')
           assert.ok('wait-ready.cjs' in files, `${at} holds the postStart hook the webhook renders`);
-        if (name === 'agent') assert.ok(sawResident, `${at} holds /app/resident`);
+        if (name === 'agent')
+          assert.deepEqual(
+            [...sawNative].sort(),
+            ['env-exec', 'resident'],
+            `${at} holds /app/resident and /app/env-exec`,
+          );
         for (const [file, data] of Object.entries(files))
           assert.equal(
             sha256(data),

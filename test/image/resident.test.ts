@@ -8,44 +8,16 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { platformImage, type PlatformImageRecord } from '../../images/manifest.ts';
-import { PLATFORMS, requireEmulation, type Platform } from '../../images/platforms.ts';
+import { PLATFORMS, requireEmulation } from '../../images/platforms.ts';
 import { rawRequest } from '../resident/resident-process.ts';
 import { freePort } from '../support/moto.ts';
 import { eventually } from '../support/run-agent.ts';
+import { assertStaticExecutable } from './elf.ts';
 import { builtImages, runContainer, startContainer, type ContainerSpec } from './podman.ts';
 
-/** ELF e_machine of each platform's executables. */
-const ELF_MACHINE: Record<Platform, number> = { 'linux/amd64': 62, 'linux/arm64': 183 };
-const PT_DYNAMIC = 2;
-const PT_INTERP = 3;
 /** Under QEMU a Node start takes seconds; this bounds a hung run. */
 const RUN_TIMEOUT = 180_000;
 const NODE = '/nodejs/bin/node';
-
-interface ElfFacts {
-  readonly magic: boolean;
-  readonly class64: boolean;
-  readonly littleEndian: boolean;
-  readonly type: number;
-  readonly machine: number;
-  /** p_type of every program header. */
-  readonly segments: readonly number[];
-}
-
-/** The ELF header and program header types of a 64-bit little-endian executable. */
-function readElf(bytes: Buffer): ElfFacts {
-  const phoff = Number(bytes.readBigUInt64LE(0x20));
-  const phentsize = bytes.readUInt16LE(0x36);
-  const phnum = bytes.readUInt16LE(0x38);
-  return {
-    magic: bytes.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46])),
-    class64: bytes[4] === 2,
-    littleEndian: bytes[5] === 1,
-    type: bytes.readUInt16LE(0x10),
-    machine: bytes.readUInt16LE(0x12),
-    segments: Array.from({ length: phnum }, (_, i) => bytes.readUInt32LE(phoff + i * phentsize)),
-  };
-}
 
 /** What a run writes on fd 4 for a good outcome (docs/design.md "The resident"). */
 const GOOD_RUN = `
@@ -73,48 +45,7 @@ for (const platform of PLATFORMS)
     });
 
     it(`/app/resident is a static ${platform} ELF executable, root's, mode 0555, that its user cannot write`, async () => {
-      const run = await runContainer(
-        {
-          image: agent.ref,
-          platform,
-          entrypoint: [
-            NODE,
-            '-e',
-            `const fs = require('node:fs');
-             const s = fs.statSync('/app/resident');
-             let write; try { fs.openSync('/app/resident', 'r+'); write = 'opened'; } catch (e) { write = e.code; }
-             process.stdout.write(JSON.stringify({ file: s.isFile(), mode: s.mode & 0o7777, uid: s.uid, gid: s.gid, write,
-               bytes: fs.readFileSync('/app/resident').toString('base64') }));`,
-          ],
-        },
-        RUN_TIMEOUT,
-      );
-      assert.equal(run.code, 0, run.stderr);
-      const seen = JSON.parse(run.stdout) as {
-        file: boolean;
-        mode: number;
-        uid: number;
-        gid: number;
-        write: string;
-        bytes: string;
-      };
-      assert.deepEqual(
-        [seen.file, seen.mode.toString(8), seen.uid, seen.gid],
-        [true, '555', 0, 0],
-        'a regular file, r-x for all, root:root',
-      );
-      assert.ok(['EACCES', 'EROFS'].includes(seen.write), `opened for writing: ${seen.write}`);
-      const bytes = Buffer.from(seen.bytes, 'base64');
-      const elf = readElf(bytes);
-      assert.ok(elf.magic && elf.class64 && elf.littleEndian, 'a 64-bit little-endian ELF file');
-      assert.equal(elf.machine, ELF_MACHINE[platform], `e_machine for ${platform}`);
-      assert.equal(elf.type, 2, 'ET_EXEC: an executable, not position-independent');
-      assert.ok(elf.segments.length > 0);
-      assert.ok(!elf.segments.includes(PT_INTERP), 'static: no program interpreter');
-      assert.ok(!elf.segments.includes(PT_DYNAMIC), 'static: no dynamic section');
-      // The build machine's paths were mapped away (-ffile-prefix-map) and no build id was written.
-      assert.ok(!bytes.includes('/src/'), 'no build-stage path');
-      assert.ok(!bytes.includes('.note.gnu.build-id'), 'no build id');
+      await assertStaticExecutable(agent.ref, platform, '/app/resident', RUN_TIMEOUT);
     });
 
     it('a bad AGENT_RUN_DEADLINE: exit 2 naming it and the fix, before any run', async () => {
