@@ -42,6 +42,18 @@ export const MAX_ENV_VALUE_BYTES = 128 * 1024 - 256;
 /** How many variables one container may take from secrets. */
 export const MAX_ENV_VARS = 64;
 
+/** The longest variable name the wrapper takes (NAME_MAX: it is a file name in ENV_VALUES_DIR). */
+export const MAX_ENV_NAME_BYTES = 255;
+
+/** The longest `--wait=`, in seconds, the wrapper takes. */
+export const ENV_EXEC_MAX_WAIT_SECONDS = 3600;
+
+/**
+ * The longest `--dir=` (the secrets volume's mount path) the wrapper takes: with `/..data_<ts>_<rand>`,
+ * ENV_VALUES_DIR and a name it stays under PATH_MAX (4096).
+ */
+export const ENV_EXEC_MAX_DIR_BYTES = 3072;
+
 /** How long, by default, the wrapper waits for the agent's first set before it gives up. */
 export const ENV_EXEC_DEFAULT_WAIT_SECONDS = 120;
 
