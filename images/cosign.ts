@@ -19,7 +19,13 @@ export interface RegistryAccess {
 
 /** How signatures are made and checked: a key pair, or keyless (Fulcio certificate for a CI job's OIDC identity). */
 export type Signer =
-  | { readonly mode: 'key'; readonly key: string; readonly publicKey: string }
+  | {
+      readonly mode: 'key';
+      readonly key: string;
+      readonly publicKey: string;
+      /** Signatures are recorded in the public Rekor log (cosign's default); false offline or air-gapped. */
+      readonly tlog: boolean;
+    }
   | { readonly mode: 'keyless'; readonly identity: string; readonly issuer: string };
 
 let found: string | undefined;
@@ -45,25 +51,22 @@ export function cosign(args: readonly string[]): string {
 const registryFlags = (access: RegistryAccess) =>
   access.insecure ? ['--allow-insecure-registry', '--allow-http-registry'] : [];
 
-/**
- * What signing needs beyond the registry: with a key, `--tlog-upload=false` when the registry is
- * insecure (an offline or test registry has no Rekor to reach); keyless always records in Rekor.
- */
-function signFlags(signer: Signer, access: RegistryAccess): string[] {
+/** What signing needs beyond the registry: the key, and no Rekor upload when there is no Rekor to reach. */
+function signFlags(signer: Signer): string[] {
   if (signer.mode === 'keyless') return [];
-  return ['--key', signer.key, ...(access.insecure ? ['--tlog-upload=false'] : [])];
+  return ['--key', signer.key, ...(signer.tlog ? [] : ['--tlog-upload=false'])];
 }
 
-/** What verifying needs: the public key (no Rekor entry offline), or the identity the certificate must name. */
-export function verifyFlags(signer: Signer, access: RegistryAccess): string[] {
+/** What verifying needs: the public key (and no Rekor entry when none was made), or the identity the certificate names. */
+export function verifyFlags(signer: Signer): string[] {
   if (signer.mode === 'keyless')
     return ['--certificate-identity', signer.identity, '--certificate-oidc-issuer', signer.issuer];
-  return ['--key', signer.publicKey, ...(access.insecure ? ['--insecure-ignore-tlog'] : [])];
+  return ['--key', signer.publicKey, ...(signer.tlog ? [] : ['--insecure-ignore-tlog'])];
 }
 
 /** Signs an index and, with --recursive, every manifest it lists. */
 export function signRecursive(ref: string, signer: Signer, access: RegistryAccess): void {
-  cosign(['sign', '--yes', '--recursive', ...signFlags(signer, access), ...registryFlags(access), ref]);
+  cosign(['sign', '--yes', '--recursive', ...signFlags(signer), ...registryFlags(access), ref]);
 }
 
 /** Attaches a signed in-toto attestation of `type` (slsaprovenance1, cyclonedx) with the predicate file to `ref`. */
@@ -81,7 +84,7 @@ export function attest(
     type,
     '--predicate',
     predicate,
-    ...signFlags(signer, access),
+    ...signFlags(signer),
     ...registryFlags(access),
     ref,
   ]);
@@ -89,7 +92,7 @@ export function attest(
 
 /** `cosign verify`: the digest each valid signature's payload names (cosign fails when none is valid). */
 export function verifySignature(ref: string, signer: Signer, access: RegistryAccess): string[] {
-  const out = cosign(['verify', ...verifyFlags(signer, access), ...registryFlags(access), ref]);
+  const out = cosign(['verify', ...verifyFlags(signer), ...registryFlags(access), ref]);
   return (JSON.parse(out) as { critical: { image: { 'docker-manifest-digest': string } } }[]).map(
     (s) => s.critical.image['docker-manifest-digest'],
   );
@@ -106,7 +109,7 @@ export function verifyAttestation(
     'verify-attestation',
     '--type',
     type,
-    ...verifyFlags(signer, access),
+    ...verifyFlags(signer),
     ...registryFlags(access),
     ref,
   ]);

@@ -33,7 +33,7 @@ export interface ReleaseRecord {
   readonly revision: string;
   readonly registry: string;
   readonly signing:
-    | { readonly mode: 'key'; readonly publicKey: string }
+    | { readonly mode: 'key'; readonly publicKey: string; readonly tlog: boolean }
     | { readonly mode: 'keyless'; readonly identity: string; readonly issuer: string };
   readonly images: Record<string, ReleasedImage>;
 }
@@ -75,6 +75,7 @@ function parseFlags(argv: readonly string[]) {
         registry: { type: 'string' },
         key: { type: 'string' },
         insecure: { type: 'boolean', default: false },
+        'no-tlog': { type: 'boolean', default: false },
         'images-dir': { type: 'string' },
         'certificate-identity': { type: 'string' },
         'certificate-oidc-issuer': { type: 'string' },
@@ -101,6 +102,8 @@ function parseFlags(argv: readonly string[]) {
     registry,
     key: values.key,
     insecure: values.insecure,
+    // A plain-HTTP registry is a test or offline one: no Rekor to reach either.
+    tlog: !values.insecure && !values['no-tlog'],
     imagesDir: values['images-dir'] ? resolve(values['images-dir']) : IMAGES_DIR,
     identity: values['certificate-identity'],
     issuer: values['certificate-oidc-issuer'],
@@ -129,7 +132,7 @@ function signerOf(flags: ReturnType<typeof parseFlags>, scratch: string): Signer
     }
     const pub = join(scratch, 'cosign.pub');
     writeFileSync(pub, publicKey);
-    return { mode: 'key', key: resolve(flags.key), publicKey: pub };
+    return { mode: 'key', key: resolve(flags.key), publicKey: pub, tlog: flags.tlog };
   }
   if (!flags.identity || !flags.issuer)
     throw new ReleaseError(
@@ -229,7 +232,7 @@ export function release(argv: readonly string[]): ReleaseRecord {
       registry: flags.registry,
       signing:
         signer.mode === 'key'
-          ? { mode: 'key', publicKey: readText(signer.publicKey) }
+          ? { mode: 'key', publicKey: readText(signer.publicKey), tlog: signer.tlog }
           : { mode: 'keyless', identity: signer.identity, issuer: signer.issuer },
       images,
     };
