@@ -64,6 +64,17 @@ export interface ReleasedImage {
   }[];
 }
 
+/** The flags (docs/release.md's table lists exactly these). */
+export const RELEASE_OPTIONS = {
+  registry: { type: 'string' },
+  key: { type: 'string' },
+  'certificate-identity': { type: 'string' },
+  'certificate-oidc-issuer': { type: 'string' },
+  insecure: { type: 'boolean', default: false },
+  'no-tlog': { type: 'boolean', default: false },
+  'images-dir': { type: 'string' },
+} as const;
+
 const REGISTRY = /^[a-z0-9.-]+(:\d{1,5})?(\/[a-z0-9._-]+)+$/;
 
 function parseFlags(argv: readonly string[]) {
@@ -71,15 +82,7 @@ function parseFlags(argv: readonly string[]) {
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: {
-        registry: { type: 'string' },
-        key: { type: 'string' },
-        insecure: { type: 'boolean', default: false },
-        'no-tlog': { type: 'boolean', default: false },
-        'images-dir': { type: 'string' },
-        'certificate-identity': { type: 'string' },
-        'certificate-oidc-issuer': { type: 'string' },
-      },
+      options: RELEASE_OPTIONS,
       strict: true,
     }));
   } catch (err) {
