@@ -222,7 +222,7 @@ describe('npm run release: push, sign, attest, verify; refuse what does not matc
     assert.deepEqual(tagsUnder('tampered'), [undefined, undefined], 'nothing was pushed, not even the agent');
   });
 
-  it('refuses a key its password does not open, and keyless signing without the identity to verify', () => {
+  it('refuses a key its password does not open, keyless signing without the identity to verify, and a missing cosign', () => {
     const key = join(keys, 'good/cosign.key');
     const wrongPassword = release(
       ['--registry', `${registry.host}/badkey`, '--key', key, '--insecure'],
@@ -234,6 +234,20 @@ describe('npm run release: push, sign, attest, verify; refuse what does not matc
     const keyless = release(['--registry', `${registry.host}/badkey`, '--insecure']);
     assert.equal(keyless.status, 2, keyless.stderr);
     assert.match(keyless.stderr, /--key: is not given.*--certificate-identity and --certificate-oidc-issuer/);
+    // No cosign anywhere: the install line, not a skip.
+    const noCosign = tool(
+      process.execPath,
+      [join(ROOT, 'images/release.ts'), '--registry', `${registry.host}/badkey`, '--key', key, '--insecure'],
+      {
+        env: {
+          PATH: '/nonexistent',
+          COSIGN_HOME: join(registry.dir, 'no-cosign'),
+          COSIGN_PASSWORD: PASSWORD,
+        },
+      },
+    );
+    assert.equal(noCosign.status, 2, noCosign.stderr);
+    assert.match(noCosign.stderr, /cosign is not installed .*Install: .*\.ci\/install-cosign/);
     assert.deepEqual(tagsUnder('badkey'), [undefined, undefined]);
   });
 
