@@ -127,9 +127,10 @@ function signerOf(flags: ReturnType<typeof parseFlags>, scratch: string): Signer
       publicKey = publicKeyOf(resolve(flags.key));
     } catch (err) {
       if (err instanceof MissingToolError) throw err;
+      const said = (err as Error).message.trim().split('\n').at(-1)?.slice(0, 200);
       throw new ReleaseError(
         `--key ${flags.key}`,
-        'cosign cannot open it: no such file, not a cosign private key, or COSIGN_PASSWORD is not its password',
+        `cosign cannot open it (${said}): no such file, not a cosign private key, or COSIGN_PASSWORD is not its password`,
         'pass the cosign.key that `cosign generate-key-pair` wrote, with its password in COSIGN_PASSWORD',
       );
     }
@@ -205,14 +206,14 @@ export function release(argv: readonly string[]): ReleaseRecord {
     say(`checked ${plan.images.map((i) => `${i.archive} (${i.index})`).join(', ')}`);
     for (const image of plan.images) {
       const ref = `${image.repository}:${image.tag}`;
-      if (image.alreadyPushed) say(`${ref} already holds ${image.index}`);
+      if (image.alreadyPushed) say(`${ref} already holds ${image.index}: not pushed again`);
       else pushArchive(image.archive, ref, access);
       const served = registryDigest(ref, access);
       if (served !== image.index)
         throw new Error(
           `${ref}: pushed ${image.archive}, but the registry serves ${served ?? 'nothing'}, not ${image.index}`,
         );
-      say(`pushed ${ref} (${image.index})`);
+      if (!image.alreadyPushed) say(`pushed ${ref} (${image.index})`);
     }
     for (const image of plan.images) {
       const pinned = `${image.repository}@${image.index}`;

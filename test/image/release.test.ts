@@ -230,7 +230,7 @@ describe('npm run release: push, sign, attest, verify; refuse what does not matc
     );
     assert.equal(wrongPassword.status, 2, wrongPassword.stderr);
     assert.ok(wrongPassword.stderr.includes(`--key ${key}: cosign cannot open it`), wrongPassword.stderr);
-    assert.match(wrongPassword.stderr, /COSIGN_PASSWORD is not its password/);
+    assert.match(wrongPassword.stderr, /decryption failed\): .*COSIGN_PASSWORD is not its password/);
     const keyless = release(['--registry', `${registry.host}/badkey`, '--insecure']);
     assert.equal(keyless.status, 2, keyless.stderr);
     assert.match(keyless.stderr, /--key: is not given.*--certificate-identity and --certificate-oidc-issuer/);
