@@ -394,9 +394,13 @@ const manifest: ImagesManifest = {
 };
 writeFileSync(manifestPath, JSON.stringify(manifest, null, 2) + '\n');
 // What an earlier build wrote and this one did not (another version, a platform no longer built, an
-// older layout) would be published beside it: removed.
+// older layout) would be published beside it: removed. So is an earlier release's record
+// (images/release.ts): it names that build's digests, and this build is not released yet.
 for (const file of readdirSync(outDir))
-  if (/\.(oci\.tar|cdx\.json|provenance\.json)$/.test(file) && !written.has(join(outDir, file)))
+  if (
+    (/\.(oci\.tar|cdx\.json|provenance\.json)$/.test(file) && !written.has(join(outDir, file))) ||
+    file === 'release.json'
+  )
     rmSync(join(outDir, file));
 // The layer cache keeps what the archives just written hold, so it does not grow with every build.
 if (cachedLayers) pruneLayerCache(cacheDir, cachedLayers);

@@ -25,10 +25,13 @@ export class MissingToolError extends Error {
 export function runTool(
   command: string,
   args: readonly string[],
-  options: { cwd?: string; install?: string } = {},
+  options: { cwd?: string; install?: string; timeoutMs?: number } = {},
 ): string {
   const r = spawnSync(command, args, {
     cwd: options.cwd,
+    ...(options.timeoutMs === undefined
+      ? {}
+      : { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const }),
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
     env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
@@ -39,7 +42,9 @@ export function runTool(
       options.install ?? `apt-get install -y ${command}`,
     );
   if (r.status !== 0)
-    throw new Error(`${command} ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+    throw new Error(
+      `${command} ${args.join(' ')} failed (${r.signal ? `killed by ${r.signal} after ${options.timeoutMs} ms` : r.status}): ${r.stderr.slice(-2000)}`,
+    );
   return r.stdout;
 }
 

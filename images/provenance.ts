@@ -12,7 +12,7 @@ import { fileDigest, MEDIA_TYPES } from './oci-layout.ts';
 import type { Platform } from './platforms.ts';
 
 /** What kind of build this is: `npm run images` (images/build-images.ts), as docs/reproducible-builds.md describes it. */
-const BUILD_TYPE = 'urn:secret-agent:images:build-images:v1';
+export const BUILD_TYPE = 'urn:secret-agent:images:build-images:v1';
 /** Who ran it: no build platform of record signs here; a release job's cosign attestation says who it was. */
 const BUILDER_ID = 'urn:secret-agent:images:npm-run-images';
 

@@ -5,60 +5,28 @@
  * the index and manifests the archive, images.json and the provenance name.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { MissingToolError, podmanWithStorage } from '../../images/container-engine.ts';
+import { podmanWithStorage } from '../../images/container-engine.ts';
 import { IMAGE_NAMES, ROOT } from '../../images/manifest.ts';
 import { PLATFORM_NAMES } from '../../images/platforms.ts';
-import { freePort } from '../support/moto.ts';
-import { eventually } from '../support/run-agent.ts';
+import { startRegistry, tool, type LocalRegistry } from './local-registry.ts';
 import { readIndex, sha256 } from './oci-archive.ts';
 import { builtImages } from './podman.ts';
 
-const INSTALL = 'apt-get install -y skopeo docker-registry (Debian; .ci/run installs them)';
-
-function tool(
-  command: string,
-  args: readonly string[],
-): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 600_000 });
-  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT')
-    throw new MissingToolError(`${command} is not installed (the publish test runs it)`, INSTALL);
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
 describe('publishing the archives: skopeo copy --all to a registry, podman pull --arch', () => {
+  let registry: LocalRegistry;
   let dir: string;
-  let registry: ChildProcess;
   let host: string;
 
   before(async () => {
     builtImages();
-    tool('skopeo', ['--version']);
-    tool('docker-registry', ['--version']);
-    dir = mkdtempSync('/var/tmp/secret-agent-registry-');
-    const port = await freePort();
-    host = `127.0.0.1:${port}`;
-    mkdirSync(join(dir, 'storage'));
-    writeFileSync(
-      join(dir, 'config.yml'),
-      `version: 0.1\nlog: { level: error }\nstorage: { filesystem: { rootdirectory: ${join(dir, 'storage')} } }\nhttp: { addr: "${host}" }\n`,
-    );
-    registry = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
-    await eventually(
-      async () =>
-        (await fetch(`http://${host}/v2/`).catch(() => undefined))?.status === 200 ? true : undefined,
-      'docker-registry answers /v2/',
-      30_000,
-    );
+    registry = await startRegistry();
+    ({ dir, host } = registry);
   });
 
-  after(() => {
-    registry?.kill();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => registry?.stop());
 
   it('one tag serves every platform, by the digests the archive and images.json name', () => {
     const { manifest } = builtImages();

@@ -93,7 +93,7 @@ export const WEBHOOK_SETTINGS = {
   }),
   AGENT_IMAGE: setting({
     default: undefined,
-    doc: 'Required. The agent image injected into pods (pods cannot choose it).',
+    doc: 'Required. The agent image injected into pods (pods cannot choose it). Pin it by the index digest that was signed, `REGISTRY/agent@sha256:…` (`.images.agent.pinned` in `dist/images/release.json`; see docs/release.md): injected as it is.',
     parse: image,
   }),
   AGENT_IMAGE_PULL_POLICY: setting({
