@@ -270,8 +270,8 @@ describe('env-exec: one consistent set while the agent swaps them', () => {
     const writer = await envVolume(vol.path);
     await writer.write({ A: 'version-1', B: 'version-1' });
     // B's openat, counted in a dry run (the volume, the payload, its values directory, A, B: the 5th in
-    // the musl build; more in a sanitizer's), is held 2 s before it runs. Meanwhile the agent swaps to
-    // version 2 and removes version 1's payload under the wrapper.
+    // the musl build; more in a sanitizer's), is held 4 s before it runs: time enough, on a loaded
+    // machine too, for the agent to swap to version 2 and remove version 1's payload under the wrapper.
     const log = join(logDir.path, 'strace.log');
     const wrapped = [
       envExecBinary(),
@@ -298,7 +298,7 @@ describe('env-exec: one consistent set while the agent swaps them', () => {
         '-e',
         'trace=openat',
         '-e',
-        `inject=openat:delay_enter=2000000:when=${bAt}`,
+        `inject=openat:delay_enter=4000000:when=${bAt}`,
         ...wrapped,
       ],
       { env: {} },
