@@ -1,6 +1,6 @@
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
-import { ENV_EXEC_APP_DIR } from '../../agent/contract/env-exec.ts';
+import { ENV_EXEC_APP_DIR, ENV_EXEC_MAX_WAIT_SECONDS } from '../../agent/contract/env-exec.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { ENV_ANNOTATION_PREFIX } from '../annotations/env-annotations.ts';
@@ -19,8 +19,6 @@ import { mountsOverlap } from './mount-overlap.ts';
 
 /** The env var the webhook sets in app containers (render/pod-patch.ts SECRETS_DIR_ENV). */
 const WEBHOOK_SET = 'SECRETS_DIR';
-/** The wrapper's --wait bound (agent/native/env-exec.c). */
-const MAX_WAIT_SECONDS = 3600;
 
 export interface EnvContainers {
   readonly envExec?: EnvExecRequest;
@@ -130,6 +128,6 @@ export function planEnvContainers(
     );
   // The agent retries for INIT_DEADLINE; the wrapper waits 15 s longer, as the native sidecar's hook does.
   const deadlineMs = parseDuration(setting('INIT_DEADLINE') ?? '') ?? 60_000;
-  const waitSeconds = Math.min(Math.ceil(deadlineMs / 1000) + 15, MAX_WAIT_SECONDS);
+  const waitSeconds = Math.min(Math.ceil(deadlineMs / 1000) + 15, ENV_EXEC_MAX_WAIT_SECONDS);
   return { envExec: { names, waitSeconds, containers: planned }, warnings };
 }
