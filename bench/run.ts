@@ -14,6 +14,7 @@
  * memory beside RSS, several containers at once, the first agent on a node, the worst case under
  * tighter limits): BENCH_MEMORY_SETTLE_SECONDS (45) and BENCH_MEMORY_TRIAL_LIMITS (96Mi,104Mi,112Mi;
  * the default limit is always tried) tune it; it takes about 15 minutes.
+ * Last, what the env wrapper adds to an app container's start (bench/env-exec.ts).
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { spawn, spawnSync } from 'node:child_process';
@@ -25,6 +26,7 @@ import { startMoto } from '../test/support/moto.ts';
 import { benchAgentMemory } from './agent-memory.ts';
 import { agentMemoryCostRows, formatAgentMemory } from './agent-memory-report.ts';
 import { benchAtomicity } from './atomicity.ts';
+import { benchEnvExec, formatEnvExec } from './env-exec.ts';
 import { benchImages, formatImageFigures } from './images.ts';
 import { benchPostStart, formatPostStartFigures } from './post-start.ts';
 import { benchSidecar } from './sidecar.ts';
@@ -235,6 +237,8 @@ console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
 const atomicity = await benchAtomicity(1_000_000, 10_000);
 console.log('webhook: admission latency and throughput over keep-alive HTTPS…');
 const webhook = await benchWebhook();
+console.log('env wrapper: what it adds to an app container’s start…');
+const envExec = await benchEnvExec();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const m = Object.fromEntries(cases.map((c) => [c.name, median(samples.get(c.name)!)]));
@@ -321,6 +325,7 @@ console.log(`\n${formatWebhookFigures(webhook)}`);
 console.log(`\n${formatImageFigures(images)}`);
 console.log(`\n${formatAgentMemory(agentMemory)}`);
 console.log(`\n${formatSmallSidecar(smallSidecar)}`);
+console.log(`\n${formatEnvExec(envExec)}`);
 
 // Issue 12's table, "cost per pod": every row against its floor, measured in this run.
 const replicas = webhook.modes.replicas;
@@ -395,5 +400,5 @@ for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${v
 mkdirSync(join(root, 'bench/results'), { recursive: true });
 writeFileSync(
   join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, smallSidecar, targets }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, smallSidecar, envExec, targets }, null, 2)}\n`,
 );
