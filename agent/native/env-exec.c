@@ -68,33 +68,9 @@ static const int caught[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 static struct sigaction inherited_action[NCAUGHT];
 static sigset_t inherited_mask;
 
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  dprintf(2, "env-exec: %s\n", line);
-}
-
-/* Text that is never a secret (a name, a path, an argument) quoted for a message: printable ASCII, the
- * rest escaped, cut. Two buffers, so one message may quote two things. */
-static const char *quoted(const char *s) {
-  static char bufs[2][300];
-  static int which;
-  char *out = bufs[which ^= 1];
-  size_t o = 0;
-  out[o++] = '"';
-  for (size_t i = 0; s[i] && o < sizeof bufs[0] - 8; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (i == 200) { o += (size_t)sprintf(out + o, "..."); break; }
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') out[o++] = (char)c;
-    else o += (size_t)sprintf(out + o, "\\x%02x", c);
-  }
-  out[o++] = '"';
-  out[o] = 0;
-  return out;
-}
+#define MESSAGE_PREFIX "env-exec: "
+#define QUOTE_MAX_CHARS 200
+#include "messages.h"
 
 static _Noreturn void usage_error(int pos, const char *arg, const char *problem) {
   if (arg) say("argument %d (%s) %s. %s", pos, quoted(arg), problem, USAGE);

@@ -115,30 +115,9 @@ static int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  dprintf(2, "secret-agent resident: %s\n", line);
-}
-
-/* Configuration text (never a secret) quoted for an error: printable ASCII, the rest escaped, cut. */
-static const char *quoted(const char *s) {
-  static char out[300];
-  size_t o = 0;
-  out[o++] = '"';
-  for (size_t i = 0; s[i] && o < sizeof out - 8; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (i == 64) { o += (size_t)sprintf(out + o, "..."); break; }
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') out[o++] = (char)c;
-    else o += (size_t)sprintf(out + o, "\\x%02x", c);
-  }
-  out[o++] = '"';
-  out[o] = 0;
-  return out;
-}
+#define MESSAGE_PREFIX "secret-agent resident: "
+#define QUOTE_MAX_CHARS 64
+#include "messages.h"
 
 static void config_error(const char *field, const char *value, const char *problem, const char *fix) {
   say("%s: %s %s. Fix: %s", field, quoted(value), problem, fix);
