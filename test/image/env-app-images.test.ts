@@ -14,6 +14,7 @@ import { readElf } from './env-app-elf.ts';
 import { APP_KINDS, APP_PATH, APP_USER, envAppImages, PLATFORM_ELF } from './env-app-images.ts';
 import {
   argBytes,
+  assertTermReachesApp,
   AWKWARD_ARGS,
   fileFromImage,
   imagePaths,
@@ -58,15 +59,7 @@ for (const platform of PLATFORMS)
       });
 
       it('gets the TERM a kubelet sends and exits 143', async () => {
-        const app = startApp(podman, { image, platform, env: { REPORT_MAX_SECONDS: '60' } });
-        try {
-          await app.waitForEvent('waiting');
-          await app.kill('SIGTERM');
-          assert.equal(await app.exited, 143, app.output().stderr);
-          assert.deepEqual(app.events().at(-1), { event: 'signal', signal: 15 });
-        } finally {
-          await app.kill('SIGKILL');
-        }
+        await assertTermReachesApp(startApp(podman, { image, platform, env: { REPORT_MAX_SECONDS: '60' } }));
       });
 
       it('passes its exit code on', async () => {

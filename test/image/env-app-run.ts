@@ -4,13 +4,14 @@
  * and reads the app's JSON lines (env-app/report.c). Every output is scanned for canaries. Also reads
  * files out of an image without mounting it (`podman image mount` needs root's storage as it is).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerEngine } from '../../images/container-engine.ts';
-import { assertNoCanary } from '../support/canary.ts';
-import { podmanRunArgs, type ContainerSpec } from './podman.ts';
+import { startContainer, type ContainerSpec } from './podman.ts';
 
 /** A line report.c prints. */
 export interface AppEvent {
@@ -51,71 +52,39 @@ export const AWKWARD_ARGS = [
   '\x01\x1b\x7f',
 ];
 
-let counter = 0;
-
 const parse = (stdout: string): AppEvent[] =>
   stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as AppEvent);
 
+/** podman.ts's container, with report.c's lines read as events. */
 export function startApp(podman: ContainerEngine, spec: ContainerSpec): RunningApp {
-  const name = `secret-agent-env-app-${process.pid}-${++counter}`;
-  const child = spawn('podman', podmanRunArgs(spec, name), {
-    env: podman.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
+  const container = startContainer(spec, podman);
   let ended = false;
-  const waiters = new Set<() => void>();
-  const wake = () => waiters.forEach((w) => w());
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-    wake();
-  });
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve, reject) =>
-    child.on('close', (code) => {
-      ended = true;
-      wake();
-      try {
-        assertNoCanary(stdout, `${spec.image} stdout`);
-        assertNoCanary(stderr, `${spec.image} stderr`);
-        resolve(code);
-      } catch (e) {
-        reject(e as Error);
-      }
-    }),
+  container.exited.then(
+    () => (ended = true),
+    () => (ended = true),
   );
-  exited.catch(() => undefined);
+  const events = () => parse(container.output().stdout);
   return {
-    name,
-    output: () => ({ stdout, stderr }),
-    events: () => parse(stdout),
-    waitForEvent: (event, timeoutMs = 30_000) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          const found = parse(stdout).find((e) => e.event === event);
-          if (found || ended) {
-            clearTimeout(timer);
-            waiters.delete(check);
-            if (found) resolve(found);
-            else reject(new Error(`${spec.image} ended before it printed "${event}": ${stdout}${stderr}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`${spec.image} printed no "${event}" within ${timeoutMs} ms: ${stdout}${stderr}`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      }),
-    async kill(signal) {
-      if (child.exitCode !== null) return;
-      await podman.runAsync(['kill', '--signal', signal, name], { check: false });
+    name: container.name,
+    output: () => container.output(),
+    events,
+    async waitForEvent(event, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = events().find((e) => e.event === event);
+        if (found) return found;
+        const { stdout, stderr } = container.output();
+        if (ended) throw new Error(`${spec.image} ended before it printed "${event}": ${stdout}${stderr}`);
+        if (Date.now() > deadline)
+          throw new Error(`${spec.image} printed no "${event}" within ${timeoutMs} ms: ${stdout}${stderr}`);
+        await sleep(20);
+      }
     },
-    exited,
+    kill: (signal) => container.kill(signal),
+    exited: container.exited,
   };
 }
 
@@ -124,6 +93,21 @@ export interface AppRun {
   readonly stdout: string;
   readonly stderr: string;
   readonly events: AppEvent[];
+}
+
+/**
+ * What a kubelet's stop does to the app: TERM to the container's PID 1, once report.c's handlers are in
+ * place. The app must report the signal and exit 128 + 15; the container is killed in any case.
+ */
+export async function assertTermReachesApp(app: RunningApp): Promise<void> {
+  try {
+    await app.waitForEvent('waiting');
+    await app.kill('SIGTERM');
+    assert.equal(await app.exited, 143, app.output().stderr);
+    assert.deepEqual(app.events().at(-1), { event: 'signal', signal: 15 });
+  } finally {
+    await app.kill('SIGKILL');
+  }
 }
 
 /** Runs an app container to its end, killing it after `timeoutMs`. */

@@ -107,8 +107,11 @@ export interface RunningContainer {
   readonly exited: Promise<number | null>;
 }
 
-export function startContainer(spec: ContainerSpec): RunningContainer {
-  const { podman } = builtImages();
+/** `podman`: the built images' engine unless given (a test of images it built itself). */
+export function startContainer(
+  spec: ContainerSpec,
+  podman: ContainerEngine = builtImages().podman,
+): RunningContainer {
   const name = `secret-agent-test-${process.pid}-${++counter}`;
   const child = spawn('podman', podmanRunArgs(spec, name), {
     env: podman.env,
