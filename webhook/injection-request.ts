@@ -109,12 +109,11 @@ export interface FileAccess {
 }
 
 /**
- * The env wrapper in the app containers (parse/env-containers.ts): the variables it sets, how long it
- * waits for the agent's set, and each container's command as its spec has it, which the wrapper runs.
+ * The env wrapper in the app containers (parse/env-containers.ts): the variables it sets, and each
+ * container's command as its spec has it, which the wrapper runs.
  */
 export interface EnvExecRequest {
   readonly names: readonly string[];
-  readonly waitSeconds: number;
   readonly containers: readonly {
     readonly field: 'containers' | 'initContainers';
     readonly index: number;

@@ -54,9 +54,6 @@ export const ENV_EXEC_MAX_WAIT_SECONDS = 3600;
  */
 export const ENV_EXEC_MAX_DIR_BYTES = 3072;
 
-/** How long, by default, the wrapper waits for the agent's first set before it gives up. */
-export const ENV_EXEC_DEFAULT_WAIT_SECONDS = 120;
-
 /** The path of a variable's value, relative to the secrets volume: what the agent writes. */
 export function envValuePath(name: string): string {
   return `${ENV_VALUES_DIR}/${name}`;
@@ -102,8 +99,7 @@ export const ENV_EXEC_EXIT = {
 export const ENV_EXEC_EXIT_DOCS: Record<keyof typeof ENV_EXEC_EXIT, string> = {
   usage:
     'The wrapper’s arguments are not the webhook’s: the container’s command was edited after admission. Re-create the pod from its workload.',
-  badValue:
-    'A value holds a NUL byte or is over 127.75 KiB, which no environment variable can hold. Read that secret from a file instead (`secret-agent.io/secret-<file>`).',
+  badValue: `A value holds a NUL byte or is over ${MAX_ENV_VALUE_BYTES / 1024} KiB, which no environment variable can hold. Read that secret from a file instead (\`secret-agent.io/secret-<file>\`).`,
   readError:
     'A value could not be read: not a regular file, or a read error. The message names the variable and the path.',
   timeout:

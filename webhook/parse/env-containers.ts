@@ -1,6 +1,5 @@
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
-import { parseDuration } from '../../agent/contract/duration.ts';
-import { ENV_EXEC_APP_DIR, ENV_EXEC_MAX_WAIT_SECONDS } from '../../agent/contract/env-exec.ts';
+import { ENV_EXEC_APP_DIR } from '../../agent/contract/env-exec.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { ENV_ANNOTATION_PREFIX } from '../annotations/env-annotations.ts';
@@ -126,8 +125,5 @@ export function planEnvContainers(
     warnings.push(
       `${some}: a process's environment cannot change, so a rotated value reaches the app only when its container next starts. Set ${PREFIX}restart-on-change: "true" to restart the workload on a rotation (docs/env.md)`,
     );
-  // The agent retries for INIT_DEADLINE; the wrapper waits 15 s longer, as the native sidecar's hook does.
-  const deadlineMs = parseDuration(setting('INIT_DEADLINE') ?? '') ?? 60_000;
-  const waitSeconds = Math.min(Math.ceil(deadlineMs / 1000) + 15, ENV_EXEC_MAX_WAIT_SECONDS);
-  return { envExec: { names, waitSeconds, containers: planned }, warnings };
+  return { envExec: { names, containers: planned }, warnings };
 }

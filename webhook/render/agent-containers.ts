@@ -98,6 +98,19 @@ export function smallSidecarCommand(readsGcp: boolean): readonly string[] {
  */
 const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
 
+/**
+ * How long the app is held for the agent's first set: the agent retries for INIT_DEADLINE, and what
+ * waits for it (the native sidecar's postStart hook, the env wrapper) waits 15 s longer, so the agent's
+ * own error is logged first. 75 s by default: what the startupProbe the hook replaces allowed
+ * (failureThreshold × periodSeconds).
+ */
+export function appHoldSeconds(request: Pick<InjectionRequest, 'agentSettings'>): number {
+  const deadline =
+    request.agentSettings.find((s) => s.env === 'INIT_DEADLINE')?.value ??
+    AGENT_SETTINGS.INIT_DEADLINE.default!;
+  return Math.ceil(parseDuration(deadline)! / 1000) + 15;
+}
+
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {
   readonly initContainer?: AgentContainer;
@@ -155,11 +168,9 @@ export function renderAgentContainers(
     timeoutSeconds: 1,
     ...extra,
   });
-  const setting = (env: 'INIT_DEADLINE' | 'AGENT_HTTP_ADDR') =>
+  const setting = (env: 'AGENT_HTTP_ADDR') =>
     request.agentSettings.find((s) => s.env === env)?.value ?? AGENT_SETTINGS[env].default!;
-  // The agent retries for INIT_DEADLINE; the hook waits 15 s longer so the agent's own error is logged
-  // first. 75 s by default: what the startupProbe it replaces allowed (failureThreshold × periodSeconds).
-  const holdSeconds = Math.ceil(parseDuration(setting('INIT_DEADLINE'))! / 1000) + 15;
+  const holdSeconds = appHoldSeconds(request);
   // The hook runs inside the agent's container, so it asks over loopback (the webhook only lets the
   // agent bind every address, of one family or both).
   const { host } = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(setting('AGENT_HTTP_ADDR'), 'AGENT_HTTP_ADDR');

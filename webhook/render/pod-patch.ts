@@ -1,4 +1,8 @@
-import { ENV_EXEC_APP_DIR, envExecCommand } from '../../agent/contract/env-exec.ts';
+import {
+  ENV_EXEC_APP_DIR,
+  ENV_EXEC_MAX_WAIT_SECONDS,
+  envExecCommand,
+} from '../../agent/contract/env-exec.ts';
 import type { ContainerShape, PodShape } from '../pod-shape.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import {
@@ -9,7 +13,7 @@ import {
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { addToArray, addToObject, pointer, setMember, type PatchOperation } from '../patch.ts';
-import { renderAgentContainers } from './agent-containers.ts';
+import { appHoldSeconds, renderAgentContainers } from './agent-containers.ts';
 
 /** The env var app containers read to find the files. */
 export const SECRETS_DIR_ENV = 'SECRETS_DIR';
@@ -80,7 +84,9 @@ export function renderPodPatch(
   };
   mountInto(pod.spec.initContainers ?? [], 'initContainers');
   mountInto(pod.spec.containers, 'containers');
-  // Secrets as env vars: the container's own command runs through the wrapper, its args unchanged.
+  // Secrets as env vars: the container's own command runs through the wrapper, its args unchanged. It
+  // waits for the set as long as the native sidecar's hook holds the app, within the wrapper's bound.
+  const waitSeconds = Math.min(appHoldSeconds(request), ENV_EXEC_MAX_WAIT_SECONDS);
   for (const c of envExec?.containers ?? []) {
     const container = pod.spec[c.field]![c.index]!;
     const base = pointer('spec', c.field, c.index);
@@ -96,7 +102,7 @@ export function renderPodPatch(
       {
         op: 'replace',
         path: `${base}/command`,
-        value: envExecCommand(request.mountPath, envExec!.waitSeconds, envExec!.names, c.command),
+        value: envExecCommand(request.mountPath, waitSeconds, envExec!.names, c.command),
       },
     );
   }
