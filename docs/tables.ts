@@ -16,6 +16,7 @@ import { VAULT_ENV } from '../agent/providers/vault/env.ts';
 import { AGENT_PORT_LIMITS } from '../agent/serve/health-server.ts';
 import { EVENT_LOOP_SAMPLE_MS, METRIC_DOCS, RESIDENT_METRICS } from '../agent/serve/metrics.ts';
 import { ENV_EXEC_EXIT, ENV_EXEC_EXIT_DOCS } from '../agent/contract/env-exec.ts';
+import { REFUSED_ENV_FAMILIES } from '../agent/contract/refused-env-names.ts';
 import { ENV_ANNOTATION, ENV_ANNOTATION_PREFIX } from '../webhook/annotations/env-annotations.ts';
 import { FILE_ANNOTATIONS } from '../webhook/annotations/file-annotations.ts';
 import { POD_ANNOTATIONS } from '../webhook/annotations/pod-annotations.ts';
@@ -230,8 +231,17 @@ export const EXEC_HELPER_TABLES: Record<string, () => string> = {
     ),
 };
 
-/** The generated blocks of docs/env.md: the env wrapper's exit codes. */
+/** The generated blocks of docs/env.md: the env wrapper's exit codes, the names no secret may set. */
 export const ENV_EXEC_TABLES: Record<string, () => string> = {
+  'env-refused-names': () =>
+    table(
+      ['Names', 'Read by', 'What the value does'],
+      REFUSED_ENV_FAMILIES.map((f) => [
+        [...f.names.map(code), ...f.prefixes.map((p) => code(`${p}*`))].join(', '),
+        f.readBy,
+        f.why,
+      ]),
+    ),
   'env-exec-exit': () =>
     table(
       ['Exit code', 'Meaning'],

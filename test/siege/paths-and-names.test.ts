@@ -19,6 +19,7 @@ import { IRSA, POD_IDENTITY } from '../../webhook/eks-identity.ts';
 import { HELPERS_MOUNT_PATH } from '../../webhook/exec-helpers-volume.ts';
 import { AGENT_SECRETS_DIR, VAULT_CLIENT_CERT_DIR } from '../../webhook/injected-names.ts';
 import { normalPath } from '../../webhook/parse/mount-overlap.ts';
+import { RESERVED_MOUNT_PATHS } from '../../webhook/parse/reserved-mount-paths.ts';
 import { MOTO_ENV } from '../support/moto.ts';
 import { memoryDir, ROOT, runAgent } from '../support/run-agent.ts';
 import {
@@ -81,7 +82,7 @@ describe('siege: mount-path tricks', () => {
     '/nonexistent/.aws',
     '/secret-agent',
     '/secret-agent/secrets',
-    '/var//run/secrets/kubernetes.io/serviceaccount',
+    '/var//run/secrets/app',
     `/${'a'.repeat(254)}`,
   ];
   for (const mountPath of neutralised)
@@ -126,7 +127,7 @@ describe('siege: mount-path tricks', () => {
       ['//etc/secrets/', '/etc/secrets'],
       ['/etc/./secrets', '/etc//secrets/'],
       ['/etc/x/../secrets', '/etc/secrets/sub'],
-      ['/var/run/secrets/kubernetes.io/serviceaccount', '/var//run/secrets/kubernetes.io/serviceaccount/'],
+      ['/srv/x/../app', '/srv//app/'],
     ] as const) {
       const pod = basicPod(
         { ...DB, 'secret-agent.io/mount-path': mountPath },
@@ -153,7 +154,6 @@ describe('siege: mount-path tricks', () => {
       '/secret-agent/secrets',
       '/home/nonroot/.aws',
       '/nonexistent',
-      IRSA.dir,
     ];
     const segment = fc.constantFrom('', '.', 'x/..');
     const spelling = fc.record({
@@ -187,6 +187,135 @@ describe('siege: mount-path tricks', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('siege: mount paths over what every container has mounted already', () => {
+  /** Refused naming the annotation, the path as written, the reserved path it overlaps, and the fix. */
+  function assertReserved(mountPath: string, reserved: string): void {
+    const message = denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }));
+    assert.ok(
+      message.includes(
+        `secret-agent.io/mount-path: ${JSON.stringify(mountPath)} overlaps ${JSON.stringify(reserved)}, where app containers have `,
+      ),
+      message,
+    );
+    assert.match(
+      message,
+      /Fix: use a directory of its own such as \/etc\/secrets \(the default\) or \/var\/run\/secret-agent/,
+    );
+  }
+
+  it('the issue’s paths, and each one’s parents: refused naming secret-agent.io/mount-path, the path it overlaps and the fix', () => {
+    const cases: [string, string][] = [
+      ['/proc', '/proc'],
+      ['/proc/self', '/proc'],
+      ['/dev', '/dev'],
+      ['/dev/shm', '/dev'],
+      ['/dev/termination-log', '/dev'],
+      ['/sys', '/sys'],
+      ['/sys/fs/cgroup', '/sys'],
+      ['/etc/hosts', '/etc/hosts'],
+      ['/etc/hostname', '/etc/hostname'],
+      ['/etc/resolv.conf', '/etc/resolv.conf'],
+      // Above: the runtime would have to create the kubelet's mount points inside the read-only volume.
+      ['/etc', '/etc/hosts'],
+      ['/var/run/secrets/kubernetes.io/serviceaccount', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      [
+        '/var/run/secrets/kubernetes.io/serviceaccount/token',
+        '/var/run/secrets/kubernetes.io/serviceaccount',
+      ],
+      ['/var/run/secrets/kubernetes.io', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      ['/var/run/secrets', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      ['/var/run', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      ['/var', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      // /var/run is a link to /run in most images, and the runtime follows it.
+      ['/run/secrets/kubernetes.io/serviceaccount', '/run/secrets/kubernetes.io/serviceaccount'],
+      ['/run', '/run/secrets/kubernetes.io/serviceaccount'],
+      [IRSA.dir, IRSA.dir],
+      ['/run/secrets/eks.amazonaws.com/serviceaccount', '/run/secrets/eks.amazonaws.com/serviceaccount'],
+      [POD_IDENTITY.dir, POD_IDENTITY.dir],
+      ['/var/run/secrets/pods.eks.amazonaws.com', POD_IDENTITY.dir],
+      ['/.secret-agent', '/.secret-agent'],
+      ['/.secret-agent/secrets', '/.secret-agent'],
+    ];
+    for (const [mountPath, reserved] of cases) assertReserved(mountPath, reserved);
+  });
+
+  it('neighbours that only share a prefix of characters are admitted, in the app containers only', () => {
+    for (const mountPath of [
+      '/procs',
+      '/devices',
+      '/system',
+      '/etc/hosts.d',
+      '/etc/secrets',
+      '/etc/resolv',
+      '/var/run/secrets/app',
+      '/var/run/secret-agent',
+      '/run/secrets/db',
+      '/.secret-agent2',
+      '/srv/proc',
+    ]) {
+      const pod = basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath });
+      const patched = injectedPod(pod, admitThroughWebhook(pod, CLUSTER));
+      assertAgentsNeutral(patched);
+      const app = patched.spec.containers.find((c) => c.name === 'app')!;
+      assert.ok(
+        mountsOf(app).some((m) => m.name === 'secret-agent-secrets' && m.mountPath === mountPath),
+        mountPath,
+      );
+    }
+  });
+
+  it('property: any spelling of a reserved path, of a path below it or of its parents is refused naming the annotation', () => {
+    const segment = fc.constantFrom('', '.', 'x/..');
+    const spelling = fc.record({
+      path: fc.constantFrom(...RESERVED_MOUNT_PATHS.map((r) => r.path)),
+      // 0: the path itself; below it (a few segments more); above it (a few segments fewer, never /).
+      where: fc.constantFrom('at', 'below', 'above'),
+      depth: fc.integer({ min: 1, max: 3 }),
+      insert: fc.array(segment, { maxLength: 3 }),
+      trailing: fc.constantFrom('', '/', '/.', '//'),
+      doubled: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(spelling, ({ path, where, depth, insert, trailing, doubled }) => {
+        let parts = path.split('/').filter((p) => p !== '');
+        if (where === 'below') parts = [...parts, ...Array.from({ length: depth }, (_, i) => `d${i}`)];
+        if (where === 'above') parts = parts.slice(0, Math.max(1, parts.length - depth));
+        const spelt = `/${insert.join('/')}${insert.length ? '/' : ''}${parts.join(doubled ? '//' : '/')}${trailing}`;
+        const result = admitThroughWebhook(basicPod({ ...DB, 'secret-agent.io/mount-path': spelt }), CLUSTER);
+        assert.equal(result.outcome, 'denied', spelt);
+        const message = result.review.response.status!.message;
+        // Quoted as written (cut past 80 characters, as every quoted path is).
+        assert.ok(message.includes(`secret-agent.io/mount-path: "${spelt.slice(0, 60)}`), message);
+        if (!spelt.split('/').includes('..'))
+          assert.match(message, / overlaps "[^"]+", where app containers have /, spelt);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a selected container’s own terminationMessagePath: refused naming the container; a container left out keeps it', () => {
+    const spec = {
+      containers: [
+        { name: 'app', image: 'app:1' },
+        { name: 'logger', image: 'logger:1', terminationMessagePath: '/var/log/app/termination' },
+      ],
+    };
+    for (const mountPath of ['/var/log/app', '/var/log', '/var/log/app/termination'])
+      assert.match(
+        denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }, spec)),
+        new RegExp(
+          `secret-agent\\.io/mount-path: "${mountPath}" overlaps "/var/log/app/termination", the terminationMessagePath of container "logger".*Fix: choose another mount path`,
+        ),
+      );
+    // logger does not get the volume, so its termination log is no concern.
+    const pod = basicPod(
+      { ...DB, 'secret-agent.io/mount-path': '/var/log/app', 'secret-agent.io/containers': 'app' },
+      spec,
+    );
+    assertAgentsNeutral(injectedPod(pod, admitThroughWebhook(pod, CLUSTER)));
   });
 });
 

@@ -737,8 +737,8 @@ describe('denials name the annotation and the fix', () => {
     ],
     [
       'mount path taken',
-      { ...ok, 'secret-agent.io/mount-path': '/etc' },
-      { containers: [{ name: 'app', image: 'a', volumeMounts: [{ name: 'c', mountPath: '/etc/config' }] }] },
+      { ...ok, 'secret-agent.io/mount-path': '/srv' },
+      { containers: [{ name: 'app', image: 'a', volumeMounts: [{ name: 'c', mountPath: '/srv/config' }] }] },
       'secret-agent.io/mount-path',
       /another mount path/,
     ],

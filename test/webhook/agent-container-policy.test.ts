@@ -78,10 +78,9 @@ describe('nothing is mounted over the agent container’s own paths', () => {
       '/nodejs/lib',
       '/secret-agent',
       '/var/run/secrets/secret-agent/vault-client',
-      IRSA.dir,
-      `${POD_IDENTITY.dir}/x`,
-      '/var/run',
+      '/var/run/secrets/secret-agent',
       '/home/nonroot/.aws',
+      // The EKS token directories and /var/run are refused (reserved-mount-paths.ts, test/siege/paths-and-names.test.ts).
     ]) {
       // No app container mounts anything: only the agent's own paths could be in the way.
       const pod = basicPod(

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
@@ -7,6 +8,7 @@ import {
   ENV_EXEC_APP_PATH,
   MAX_ENV_VARS,
 } from '../../agent/contract/env-exec.ts';
+import { REFUSED_ENV_FAMILIES } from '../../agent/contract/refused-env-names.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import {
   admitThroughWebhook,
@@ -198,6 +200,84 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
       refusal({ 'secret-agent.io/env-SECRETS_DIR': 'aws:prod/db' }),
       /sets "SECRETS_DIR", which the webhook sets to the mount path/,
     );
+  });
+
+  it('a name that steers a loader, a shell or a runtime: each the issue names, refused naming the variable, its reader and the fix', () => {
+    const named: [string, string, RegExp][] = [
+      ['LD_PRELOAD', 'LD_*', /the dynamic loader/],
+      ['LD_LIBRARY_PATH', 'LD_*', /the dynamic loader/],
+      ['LD_AUDIT', 'LD_*', /the dynamic loader/],
+      ['GCONV_PATH', 'GCONV_PATH', /the C library/],
+      ['BASH_ENV', 'BASH_*', /shells/],
+      ['ENV', 'ENV', /shells/],
+      ['NODE_OPTIONS', 'NODE_OPTIONS', /Node\.js/],
+      ['PATH', 'PATH', /command lookup/],
+      ['PYTHONPATH', 'PYTHON*', /Python/],
+      ['JAVA_TOOL_OPTIONS', 'JAVA_TOOL_OPTIONS', /the JVM/],
+      // Another case: Linux would not read it, but the rule takes every spelling.
+      ['ld_preload', 'LD_*', /the dynamic loader/],
+      ['Node_Options', 'NODE_OPTIONS', /Node\.js/],
+    ];
+    for (const [name, entry, reader] of named) {
+      const message = refusal({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
+      assert.ok(message.includes(`secret-agent.io/env-${name}: ${JSON.stringify(name)} steers `), message);
+      assert.match(message, reader, name);
+      assert.ok(message.includes(`(${JSON.stringify(entry)} is refused)`), message);
+      assert.match(
+        message,
+        new RegExp(
+          `Fix: give the secret a name of the app's own.*if the app needs ${name}, set it in the container's env`,
+        ),
+      );
+    }
+    // Every problem in one pass: one refusal per name, the rest of the pod still checked.
+    const message = refusal({
+      'secret-agent.io/env-LD_PRELOAD': 'aws:prod/a',
+      'secret-agent.io/env-NODE_OPTIONS': 'aws:prod/b',
+      'secret-agent.io/env-API_TOKEN': 'aws:prod/db#url',
+    });
+    assert.match(message, /2 problems/);
+    assert.doesNotMatch(message, /env-API_TOKEN/);
+  });
+
+  it('property: every declared name and prefix, in any case and with any suffix, is refused; names beside them are admitted', () => {
+    const entries = REFUSED_ENV_FAMILIES.flatMap((f) => [
+      ...f.names.map((n) => ({ base: n, prefix: false })),
+      ...f.prefixes.map((p) => ({ base: p, prefix: true })),
+    ]);
+    const recase = (text: string, flips: readonly boolean[]) =>
+      [...text].map((ch, i) => (flips[i % flips.length] ? ch.toLowerCase() : ch.toUpperCase())).join('');
+    const refused = fc.record({
+      entry: fc.constantFrom(...entries),
+      suffix: fc.stringMatching(/^[A-Za-z0-9_]{0,12}$/),
+      flips: fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+    });
+    fc.assert(
+      fc.property(refused, ({ entry, suffix, flips }) => {
+        const name = recase(entry.base, flips) + (entry.prefix ? suffix : '');
+        const message = refusal({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
+        assert.ok(message.includes(`secret-agent.io/env-${name}: ${JSON.stringify(name)} steers `), message);
+      }),
+      { numRuns: 200 },
+    );
+    // Beside them: an app's own names that share a prefix of characters or a reader's namespace.
+    for (const name of [
+      'NODE_ENV',
+      'NODE_API_TOKEN',
+      'GIT_TOKEN',
+      'GITHUB_TOKEN',
+      'RUBYGEMS_API_KEY',
+      'LDAP_PASSWORD',
+      'PATHNAME',
+      'HOME_URL',
+      'ENVIRONMENT',
+      'SHELL_TOKEN',
+      'JAVA_KEYSTORE_PASSWORD',
+      'CORS_ORIGIN',
+      'COREDNS_KEY',
+      'HTTPS_PROXY',
+    ])
+      inject({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
   });
 
   it('a reference the agent could not serve, described by its shape, never quoted', () => {

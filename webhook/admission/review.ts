@@ -96,6 +96,7 @@ function containerView(c: Record<string, unknown>): ContainerShape {
       name: p.name,
       containerPort: p.containerPort,
     })),
+    terminationMessagePath: c.terminationMessagePath,
     securityContext:
       security &&
       ({

@@ -2,6 +2,7 @@ import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { parseVaultNamespace } from '../../agent/contract/reference.ts';
 import { DNS_LABEL } from '../kubernetes-names.ts';
 import { normalPath } from '../parse/mount-overlap.ts';
+import { reservedMountPath } from '../parse/reserved-mount-paths.ts';
 
 /**
  * The parsers of annotation values: each checks the text and throws a ConfigError naming the
@@ -64,8 +65,9 @@ export const MAX_MOUNT_PATH_BYTES = 256;
 const MOUNT_PATH_CHARS = /^[A-Za-z0-9._~+=,@/-]+$/;
 
 /**
- * `secret-agent.io/mount-path`: an absolutePath, at most MAX_MOUNT_PATH_BYTES, of plain ASCII, and
- * not `/` (the volume would cover the whole container).
+ * `secret-agent.io/mount-path`: an absolutePath, at most MAX_MOUNT_PATH_BYTES, of plain ASCII, not `/`
+ * (the volume would cover the whole container), and not at, above or below what the runtime, the
+ * kubelet, EKS or the webhook mount in every container (parse/reserved-mount-paths.ts).
  */
 export function mountPath(text: string, field: string): string {
   const bytes = Buffer.byteLength(text, 'utf8');
@@ -87,6 +89,13 @@ export function mountPath(text: string, field: string): string {
       field,
       `${quote(text)} is the container’s root: the volume would cover everything in it`,
       'use a directory of its own such as /etc/secrets',
+    );
+  const reserved = reservedMountPath(path);
+  if (reserved)
+    throw new ConfigError(
+      field,
+      `${quote(text)} overlaps ${quote(reserved.path)}, where app containers have ${reserved.holds}: the read-only volume at, above or below it would hide it or stop the container from starting`,
+      'use a directory of its own such as /etc/secrets (the default) or /var/run/secret-agent',
     );
   return path;
 }

@@ -49,6 +49,15 @@ export function checkAppContainers(
   const selected = containers ? allContainers.filter((c) => containers.includes(c.name)) : allContainers;
   if (mountPath) {
     for (const c of selected) {
+      const log = c.terminationMessagePath;
+      if (typeof log === 'string' && log.startsWith('/') && mountsOverlap(log, mountPath))
+        errors.push(
+          new ConfigError(
+            `${PREFIX}mount-path`,
+            `${quote(mountPath)} overlaps ${quote(log)}, the terminationMessagePath of container ${quote(c.name)}, where the kubelet mounts its termination log: the read-only volume would stop the container from starting`,
+            'choose another mount path, e.g. /var/run/secret-agent, or move terminationMessagePath out of it',
+          ),
+        );
       const clash = (c.volumeMounts ?? []).find(
         (m) => typeof m.mountPath === 'string' && mountsOverlap(m.mountPath, mountPath),
       );

@@ -31,7 +31,6 @@ export function planEnvContainers(
     readonly names: readonly string[];
     /** `containers` as parsed: undefined selects every container. */
     readonly containers: readonly string[] | undefined;
-    readonly mountPath: string | undefined;
     readonly mode: InjectionMode | undefined;
     readonly nativeSidecars: boolean;
     readonly agentSettings: readonly AgentSettingRequest[];
@@ -51,14 +50,6 @@ export function planEnvContainers(
         `${PREFIX}mode`,
         `is "sidecar" on a cluster without native sidecars, where the app would start before the agent has written its variables (${some})`,
         `use ${PREFIX}mode: init+sidecar (the default) or init`,
-      ),
-    );
-  if (input.mountPath !== undefined && mountsOverlap(input.mountPath, ENV_EXEC_APP_DIR))
-    errors.push(
-      new ConfigError(
-        `${PREFIX}mount-path`,
-        `${quote(input.mountPath)} overlaps ${quote(ENV_EXEC_APP_DIR)}, where app containers see the env wrapper (${some})`,
-        'choose another mount path, e.g. /var/run/secret-agent',
       ),
     );
 

@@ -67,7 +67,6 @@ export function parseInjectionRequest(
       pod,
       names: env.secrets.map((s) => s.env!),
       containers,
-      mountPath,
       mode: completion.mode,
       nativeSidecars: defaults.nativeSidecars,
       agentSettings,

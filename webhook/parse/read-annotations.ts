@@ -1,5 +1,6 @@
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { ENV_NAME } from '../../agent/contract/env-exec.ts';
+import { refusedEnvName } from '../../agent/contract/refused-env-names.ts';
 import { isProductAnnotation } from '../../agent/contract/product-annotations.ts';
 import { readAnnotationKey } from '../annotations/annotation-keys.ts';
 import { PREFIX, type Annotation } from '../annotations/annotation.ts';
@@ -42,15 +43,9 @@ export function readAnnotations(
       continue;
     }
     if (match.kind === 'env') {
-      if (ENV_NAME.test(match.variable)) env.set(match.variable, value);
-      else
-        errors.push(
-          new ConfigError(
-            key,
-            `${quote(match.variable)} is not an environment variable name a shell can read`,
-            'use letters, digits and _, not starting with a digit, e.g. secret-agent.io/env-DATABASE_URL',
-          ),
-        );
+      const error = envNameError(key, match.variable);
+      if (error) errors.push(error);
+      else env.set(match.variable, value);
       continue;
     }
     if (match.kind === 'unknown') {
@@ -79,6 +74,26 @@ export function readAnnotations(
     values.set(match.name, value);
   }
   return { pod, files, env };
+}
+
+/**
+ * Why `secret-agent.io/env-<variable>` names no variable a secret may set: not a name a shell can read,
+ * or one a loader, a shell or a runtime reads to choose code (agent/contract/refused-env-names.ts).
+ */
+function envNameError(key: string, variable: string): ConfigError | undefined {
+  if (!ENV_NAME.test(variable))
+    return new ConfigError(
+      key,
+      `${quote(variable)} is not an environment variable name a shell can read`,
+      'use letters, digits and _, not starting with a digit, e.g. secret-agent.io/env-DATABASE_URL',
+    );
+  const refused = refusedEnvName(variable);
+  if (refused === undefined) return undefined;
+  return new ConfigError(
+    key,
+    `${quote(variable)} steers ${refused.family.readBy} (${quote(refused.entry)} is refused): whoever writes the secret would choose what code the container runs`,
+    `give the secret a name of the app's own, e.g. ${PREFIX}env-DATABASE_URL; if the app needs ${variable}, set it in the container's env, where the pod's author chooses it (a path or an option is not a secret). docs/env.md lists every refused name`,
+  );
 }
 
 /** The parsed value of a pod-wide annotation. */
