@@ -214,10 +214,15 @@ describe('deploy/', () => {
         'ClusterRole',
         'ClusterRoleBinding',
         'MutatingWebhookConfiguration',
+        'ValidatingAdmissionPolicy',
+        'ValidatingAdmissionPolicyBinding',
       ]);
       for (const o of objects)
-        if (!cluster.has(o.kind))
-          assert.equal(o.metadata.namespace, NAMESPACE, `${where}: ${o.kind} ${o.metadata.name}`);
+        assert.equal(
+          o.metadata.namespace,
+          cluster.has(o.kind) ? undefined : NAMESPACE,
+          `${where}: ${o.kind} ${o.metadata.name}`,
+        );
       const namespaces = find('Namespace').map((n) => n.metadata.name);
       if (namespaces.length > 0) assert.deepEqual(namespaces, [NAMESPACE], `${where}: the Namespace object`);
       // No reference to the default namespace is left, as <namespace>/<name> or in a DNS name.
