@@ -47,23 +47,32 @@ export function requestedPlatforms(raw = process.env[PLATFORMS_ENV]): Platform[]
 
 const BINFMT = '/proc/sys/fs/binfmt_misc';
 
-/** The commands that make this machine run another platform's binaries (Debian, as root). */
+/**
+ * The commands that make this machine run another platform's binaries (Debian, as root): the entry
+ * Debian's qemu-user-static ships for systemd-binfmt (flags OPF), in place of the one binfmt-support's
+ * update-binfmts registers (PF, without O).
+ */
 function emulationSetup(platform: Platform): string {
-  return `apt-get install -y qemu-user-static binfmt-support && (mountpoint -q ${BINFMT} || mount -t binfmt_misc binfmt_misc ${BINFMT}) && update-binfmts --enable ${PLATFORM_NAMES[platform].qemu}. .ci/run does this on a fresh machine`;
+  const { qemu } = PLATFORM_NAMES[platform];
+  return `apt-get install -y qemu-user-static && (mountpoint -q ${BINFMT} || mount -t binfmt_misc binfmt_misc ${BINFMT}) && { [ ! -e ${BINFMT}/${qemu} ] || echo -1 > ${BINFMT}/${qemu}; } && cat /usr/lib/binfmt.d/${qemu}.conf > ${BINFMT}/register. .ci/run does this on a fresh machine`;
 }
 
 /**
  * Fails loudly unless this machine runs `platform`'s binaries: natively, or through an enabled QEMU
  * binfmt_misc entry with the F flag (the interpreter is opened when registered, so it works inside
- * containers, which do not have it).
+ * containers, which do not have it) and the O flag (the kernel opens the program and hands QEMU the
+ * open file: without it QEMU opens the program itself, as the process's user, which cannot read the
+ * images' execute-only Node; images/execute-only.ts). C implies O.
  */
 export function requireEmulation(platform: Platform): void {
   if (platform === hostPlatform()) return;
   const entry = `${BINFMT}/${PLATFORM_NAMES[platform].qemu}`;
   const text = existsSync(entry) ? readFileSync(entry, 'utf8') : '';
-  if (!/^enabled$/m.test(text) || !/^flags: \w*F/m.test(text))
+  const flags = /^flags: (\w*)$/m.exec(text)?.[1] ?? '';
+  const missing = ['F', 'O'].filter((f) => !flags.includes(f));
+  if (!/^enabled$/m.test(text) || missing.length > 0)
     throw new MissingToolError(
-      `this machine cannot run ${platform} binaries (${entry} is ${text === '' ? 'missing' : 'not enabled with the F flag'}), which building and testing the ${platform} images needs`,
+      `this machine cannot run ${platform} binaries as the images need (${entry} is ${text === '' ? 'missing' : !/^enabled$/m.test(text) ? 'not enabled' : `registered without the ${missing.join(' and ')} flag${missing.length > 1 ? 's' : ''} (flags: ${flags || 'none'})`}), which building and testing the ${platform} images needs`,
       emulationSetup(platform),
     );
 }

@@ -10,12 +10,17 @@
  * The entry stays in the image's history. It is the same for the same commit: the build context is
  * named by the commit when git has no changes to it, else by the commit and a digest of the changes.
  * The build stage, on a base of its own, stays cached.
+ *
+ * One change to the base's files: /nodejs/bin/node is made execute-only (root's, 0511) in the layer that
+ * holds it, its header rewritten and nothing else (images/execute-only.ts says why, and why there).
+ * That layer is then the same for every commit, so a release pulls nothing new of the base.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { ContainerEngine } from './container-engine.ts';
+import { EXECUTE_ONLY_MODE, NODE_PATH, setModeInLayer } from './execute-only.ts';
 import { exportImage } from './index-archive.ts';
 import { MEDIA_TYPES, OciLayout, pullableLayoutDir, pullLayout } from './oci-layout.ts';
 import { PLATFORM_NAMES, type Platform } from './platforms.ts';
@@ -89,7 +94,7 @@ export function stampedBase(
   epoch: number,
   context: string,
 ): string {
-  const stamp = `secret-agent images/stamped-base.ts: SOURCE_DATE_EPOCH=${epoch}, build context ${context}`;
+  const stamp = `secret-agent images/stamped-base.ts: SOURCE_DATE_EPOCH=${epoch}, build context ${context}, /${NODE_PATH} mode 0${EXECUTE_ONLY_MODE.toString(8)}`;
   const tag = createHash('sha256').update(stamp).digest('hex').slice(0, 12);
   const ref = `localhost/secret-agent/base-runtime-stamped:${PLATFORM_NAMES[platform].arch}-${baseId.slice(0, 12)}-${tag}`;
   if (engine.run(['image', 'exists', ref], { check: false }).status === 0) return ref;
@@ -97,13 +102,28 @@ export function stampedBase(
   try {
     const { layout: source, manifest } = exportImage(engine, baseId, join(work, 'export'));
     const layout = new OciLayout(pullableLayoutDir('secret-agent-stamped'));
-    const config = source.readJson<{ history?: unknown[] }>(manifest.config);
-    for (const layer of manifest.layers) layout.moveIn(layer.mediaType, source.blobPath(layer.digest));
+    const config = source.readJson<{ history?: unknown[]; rootfs: { type: string; diff_ids: string[] } }>(
+      manifest.config,
+    );
+    let holdsNode = false;
+    // Exported uncompressed: each layer's digest is its diff_id, before and after.
+    const layers = manifest.layers.map((layer) => {
+      if (layer.mediaType !== MEDIA_TYPES.layer)
+        throw new Error(
+          `the runtime base ${baseId} was exported with a ${layer.mediaType} layer, not an uncompressed tar`,
+        );
+      const file = source.blobPath(layer.digest);
+      if (setModeInLayer(file, NODE_PATH, EXECUTE_ONLY_MODE)) holdsNode = true;
+      return layout.moveIn(layer.mediaType, file);
+    });
+    if (!holdsNode) throw new Error(`the runtime base ${baseId} has no /${NODE_PATH}, which the images run`);
     const created = new Date(epoch * 1000).toISOString().replace('.000Z', 'Z');
     const stamped = layout.putJson(MEDIA_TYPES.manifest, {
       ...manifest,
+      layers,
       config: layout.putJson(MEDIA_TYPES.config, {
         ...config,
+        rootfs: { ...config.rootfs, diff_ids: layers.map((l) => l.digest) },
         created,
         history: [...(config.history ?? []), { created, created_by: stamp, empty_layer: true }],
       }),

@@ -1,7 +1,9 @@
 /**
  * What the image tests check of a native program the agent image ships (/app/resident, /app/env-exec):
- * a static executable for the image's platform, root's, mode 0555, that the agent's user cannot write,
- * without build-machine paths or a build id. Read inside the image by its own Node.
+ * a static executable for the image's platform, root's, of the mode it ships with (0511 for the
+ * resident, which only its process runs; 0555 for env-exec, which the agent copies), that the agent's
+ * user cannot write, without build-machine paths or a build id. Read inside the image by its own Node,
+ * as root (without capabilities: the owner's read bit, which 0511 keeps for root alone).
  */
 import assert from 'node:assert/strict';
 import type { Platform } from '../../images/platforms.ts';
@@ -37,17 +39,43 @@ function readElf(bytes: Buffer): ElfFacts {
   };
 }
 
-/** Asserts `path` in `image` is a static `platform` executable, root's, 0555, not writable; returns its size. */
+/**
+ * Asserts `path` in `image` is a static `platform` executable, root's, of `mode`, not writable by the
+ * image's user (nor, where `mode` leaves others no read bit, readable by it); returns its size.
+ */
 export async function assertStaticExecutable(
   image: string,
   platform: Platform,
   path: string,
+  mode: number,
   timeoutMs: number,
 ): Promise<number> {
+  const asUser = await runContainer(
+    {
+      image,
+      platform,
+      entrypoint: [
+        '/nodejs/bin/node',
+        '-e',
+        `const fs = require('node:fs');
+         const tryOpen = (flags) => { try { fs.closeSync(fs.openSync(${JSON.stringify(path)}, flags)); return 'opened'; } catch (e) { return e.code; } };
+         process.stdout.write(JSON.stringify({ read: tryOpen('r'), write: tryOpen('r+') }));`,
+      ],
+    },
+    timeoutMs,
+  );
+  assert.equal(asUser.code, 0, asUser.stderr);
+  const byUser = JSON.parse(asUser.stdout) as { read: string; write: string };
+  assert.ok(
+    ['EACCES', 'EROFS'].includes(byUser.write),
+    `opened for writing by the image's user: ${byUser.write}`,
+  );
+  assert.equal(byUser.read, mode & 0o004 ? 'opened' : 'EACCES', 'read by the image’s user');
   const run = await runContainer(
     {
       image,
       platform,
+      user: 0,
       entrypoint: [
         '/nodejs/bin/node',
         '-e',
@@ -72,10 +100,10 @@ export async function assertStaticExecutable(
   };
   assert.deepEqual(
     [seen.file, seen.mode.toString(8), seen.uid, seen.gid],
-    [true, '555', 0, 0],
-    'a regular file, r-x for all, root:root',
+    [true, mode.toString(8), 0, 0],
+    `a regular file, mode 0${mode.toString(8)}, root:root`,
   );
-  assert.ok(['EACCES', 'EROFS'].includes(seen.write), `opened for writing: ${seen.write}`);
+  assert.ok(['EACCES', 'EROFS'].includes(seen.write), `opened for writing by root: ${seen.write}`);
   const bytes = Buffer.from(seen.bytes, 'base64');
   const elf = readElf(bytes);
   assert.ok(elf.magic && elf.class64 && elf.littleEndian, 'a 64-bit little-endian ELF file');

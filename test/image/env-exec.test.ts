@@ -50,7 +50,7 @@ for (const platform of PLATFORMS)
     });
 
     it(`${ENV_EXEC_IMAGE_PATH} is a static ${platform} ELF executable, root's, mode 0555, that its user cannot write`, async () => {
-      const size = await assertStaticExecutable(agent.ref, platform, ENV_EXEC_IMAGE_PATH, RUN_TIMEOUT);
+      const size = await assertStaticExecutable(agent.ref, platform, ENV_EXEC_IMAGE_PATH, 0o555, RUN_TIMEOUT);
       console.log(`${platform}: ${ENV_EXEC_IMAGE_PATH} is ${size} bytes`);
     });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { IMAGE_NAMES, ROOT, type ImageName } from '../../images/manifest.ts';
@@ -43,6 +44,42 @@ function hashTree(dir: string): Record<string, string> {
       out[path.slice(dir.length + 1)] = sha256(readFileSync(path));
     }
   return out;
+}
+
+/** The uncompressed layer `diffId` of the image `ref` podman holds. */
+function baseLayerTar(ref: string, diffId: string): Buffer {
+  const { podman } = builtImages();
+  const dir = mkdtempSync(join(tmpdir(), 'secret-agent-base-layer-'));
+  try {
+    podman.run(['save', '-q', '--uncompressed', '--format', 'oci-dir', '-o', join(dir, 'layout'), ref]);
+    return readFileSync(join(dir, 'layout/blobs/sha256', diffId.replace(/^sha256:/, '')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `ours` is `base` with /nodejs/bin/node made execute-only and nothing else: byte for byte the same
+ * but one 512-byte tar header, whose entry is Node, now -r-x--x--x root's.
+ */
+function assertOnlyNodeMode(base: Buffer, ours: Buffer, at: string): void {
+  assert.equal(ours.length, base.length, `${at}: as long as the base's`);
+  const blocks = new Set<number>();
+  for (let i = 0; i < base.length; i++) if (base[i] !== ours[i]) blocks.add(Math.floor(i / 512));
+  assert.equal(blocks.size, 1, `${at}: differs from the base's in ${blocks.size} tar blocks, not one header`);
+  const before = layerEntries(base);
+  const after = layerEntries(ours);
+  const changed = after.flatMap((e, i) =>
+    JSON.stringify(e) === JSON.stringify(before[i]) ? [] : [[before[i], e]],
+  );
+  assert.equal(changed.length, 1, `${at}: one entry changed`);
+  const [was, now] = changed[0]!;
+  assert.match(now!.path, /^\/(\.\/)?nodejs\/bin\/node$/, `${at}: the entry changed is Node`);
+  assert.deepEqual(
+    [was!.mode, now!.mode, now!.size],
+    ['-rwxr-xr-x', '-r-x--x--x', was!.size],
+    `${at}: Node's mode`,
+  );
 }
 
 describe('npm run images: the images and what a release job publishes', () => {
@@ -130,11 +167,17 @@ describe('npm run images: the images and what a release job publishes', () => {
             manifest.runtimes[platform as 'linux/amd64']!.ref,
           ]).stdout,
         ) as string[];
-        assert.deepEqual(
-          config.rootfs.diff_ids.slice(0, baseLayers.length),
-          baseLayers,
-          `${at} is built on its runtime base`,
-        );
+        // npm run images makes the base's Node execute-only in its own layer (images/stamped-base.ts):
+        // that layer differs from the base's by that one tar header, every other is the base's own.
+        const ownBase = config.rootfs.diff_ids.slice(0, baseLayers.length);
+        assert.equal(ownBase.length, baseLayers.length, `${at} is built on its runtime base`);
+        for (const [i, diffId] of ownBase.entries())
+          if (diffId !== baseLayers[i])
+            assertOnlyNodeMode(
+              baseLayerTar(manifest.runtimes[platform as 'linux/amd64']!.ref, baseLayers[i]!),
+              layerTar(archive, oci.layers[i]!, diffId),
+              `${at}: base layer ${i}`,
+            );
         assert.equal(oci.layers.length, config.rootfs.diff_ids.length);
         const files: Record<string, Buffer> = {};
         const sawNative = new Set<string>();

@@ -44,8 +44,8 @@ for (const platform of PLATFORMS)
       agent = platformImage(builtImages().manifest, 'agent', platform);
     });
 
-    it(`/app/resident is a static ${platform} ELF executable, root's, mode 0555, that its user cannot write`, async () => {
-      await assertStaticExecutable(agent.ref, platform, '/app/resident', RUN_TIMEOUT);
+    it(`/app/resident is a static ${platform} ELF executable, root's, mode 0511 (execute-only), that its user can neither read nor write`, async () => {
+      await assertStaticExecutable(agent.ref, platform, '/app/resident', 0o511, RUN_TIMEOUT);
     });
 
     it('a bad AGENT_RUN_DEADLINE: exit 2 naming it and the fix, before any run', async () => {
