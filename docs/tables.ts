@@ -237,7 +237,15 @@ export const ENV_EXEC_TABLES: Record<string, () => string> = {
     table(
       ['Names', 'Read by', 'What the value does'],
       REFUSED_ENV_FAMILIES.map((f) => [
-        [...f.names.map(code), ...f.prefixes.map((p) => code(`${p}*`))].join(', '),
+        [
+          ...f.names.map(code),
+          ...f.prefixes.map((p) => code(`${p}*`)),
+          ...f.infixes.map((i) => code(`*${i}*`)),
+          ...f.suffixes.map((s) => code(`*${s}`)),
+        ].join(', ') +
+          (f.admittedEndings.length
+            ? ` (not ${f.admittedEndings.map((e) => code(`*${e}`)).join(', ')})`
+            : ''),
         f.readBy,
         f.why,
       ]),

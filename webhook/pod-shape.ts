@@ -15,6 +15,8 @@ export interface ContainerShape {
    */
   readonly volumeMounts?: readonly { readonly name?: unknown; readonly mountPath?: unknown }[];
   readonly ports?: readonly { readonly name?: unknown; readonly containerPort?: unknown }[];
+  /** Where the runtime creates each block device of the container: no mount of the webhook's over one. */
+  readonly volumeDevices?: readonly { readonly devicePath?: unknown }[];
   /** Where the kubelet mounts the termination log (default /dev/termination-log): no mount path over it. */
   readonly terminationMessagePath?: unknown;
   /** Who the container runs as, where its spec says (the image's USER decides otherwise). */

@@ -1,44 +1,92 @@
 /**
  * Variables a secret may never set (`secret-agent.io/env-<VAR>`, docs/env.md): those whose value a
- * loader, a shell or a language runtime reads to choose what code runs, or where the process looks for
- * it. A secret's value is written by whoever may write that backend secret, who is not the pod's
- * author; under one of these names that writer would run code in every selected container (a library
- * LD_PRELOAD loads, a module NODE_OPTIONS requires, a command BASH_ENV expands). None of them is a
- * secret: each is a path, a switch or a list of options, which the container's own `env` sets, where
- * the pod's author chooses it.
+ * loader, a shell, a runtime or a launcher reads to choose what code runs, where it looks for it, or
+ * whom the container's TLS trusts. A secret's value is written by whoever may write that backend
+ * secret, who is not the pod's author; under one of these names that writer would run code in every
+ * selected container (a library LD_PRELOAD loads, a module NODE_OPTIONS requires, a command BASH_ENV
+ * expands, `-XX:OnOutOfMemoryError=` in CATALINA_OPTS). None of them is a secret: each is a path, a
+ * switch, a command or a list of options, which the container's own `env` sets, where the pod's author
+ * chooses it.
  *
- * The rule: a name is refused when it equals an entry's name, or starts with an entry's prefix,
- * compared without regard to case. Linux's variables are case-sensitive and ld.so ignores
- * `ld_preload`, but some readers fold case (.NET's config knobs, runtimes ported from Windows, where
- * names are case-insensitive), and no app has a reason to name a variable like a loader's in another
- * case: refusing every spelling costs nothing and needs no knowledge of each reader.
- * A prefix is used only where the whole namespace is one reader's (LD_, PYTHON, BASH_, DOTNET_…); where
- * apps commonly use the same prefix for names of their own (NODE_, GIT_, RUBY, DENO_), the reader's
- * names are listed one by one.
+ * No list of readers can be complete, so two kinds of rule work together:
+ * - the readers' own names: exact names, and prefixes where the whole namespace is one reader's
+ *   (LD_, PYTHON, NPM_CONFIG_, GIT_); where apps use a prefix for names of their own too (NODE_, KAFKA_,
+ *   AWS_), the reader's names are listed one by one;
+ * - conventions: a name ending in OPTS, ARGS, FLAGS, CMD, PATH, HOME, DIR, FILE, LIB… holds options, a
+ *   command or a path by the convention every launcher and start script follows (CATALINA_OPTS,
+ *   GUNICORN_CMD_ARGS, TCL_LIBRARY), whoever reads it, including readers no list names.
+ * A secret's own names end otherwise (`_URL`, `_PASSWORD`, `_TOKEN`, `_KEY`, `_SECRET`, `_CONFIG`), and
+ * stay admitted. Names are compared without regard to case: Linux's variables are case-sensitive and
+ * ld.so ignores `ld_preload`, but some readers fold case (npm's `npm_config_*`, .NET's configuration),
+ * and no app has a reason to name a variable like a loader's in another case.
  */
 
+/** What whoever writes the secret could do through a refused name. */
+export type RefusedEnvRisk = 'code' | 'trust';
+
 export interface RefusedEnvFamily {
-  /** Who reads these names. */
+  /** Who reads these names; for a convention, `by convention: …`. */
   readonly readBy: string;
-  /** What a value under one of them does: why a secret may not set it. */
+  /** What a value under one of them does: why a secret may not set it (docs/env.md's table). */
   readonly why: string;
   /** Exact names. */
   readonly names: readonly string[];
-  /** Prefixes: every name starting with one. */
+  /** Every name starting with one. */
   readonly prefixes: readonly string[];
+  /**
+   * Names under one of `prefixes` that end with one of these are admitted: credentials of the app's own
+   * (GIT_TOKEN), which the reader never reads. Only where the reader's names are known to end otherwise.
+   */
+  readonly admittedEndings: readonly string[];
+  /** Every name ending with one: a convention, whoever reads it. */
+  readonly suffixes: readonly string[];
+  /** Every name containing one. */
+  readonly infixes: readonly string[];
+  /** For suffixes and infixes: what a name so spelt holds by convention, for the refusal. */
+  readonly holds?: string;
+  readonly risk: RefusedEnvRisk;
 }
 
-/** Every refused name and prefix, by who reads it: docs/env.md's table is generated from this list. */
+type FamilyDeclaration = Pick<RefusedEnvFamily, 'readBy' | 'why'> & Partial<RefusedEnvFamily>;
+
+function family(declared: FamilyDeclaration): RefusedEnvFamily {
+  return {
+    names: [],
+    prefixes: [],
+    admittedEndings: [],
+    suffixes: [],
+    infixes: [],
+    risk: 'code',
+    ...declared,
+  };
+}
+
+/** Credentials' and addresses' endings git reads under none of its GIT_ names (test/contract scans git's programs). */
+const CREDENTIAL_ENDINGS = [
+  '_TOKEN',
+  '_PASSWORD',
+  '_SECRET',
+  '_USERNAME',
+  '_CREDENTIALS',
+  '_API_KEY',
+  '_PRIVATE_KEY',
+  '_SSH_KEY',
+  '_DEPLOY_KEY',
+  '_URL',
+  '_URI',
+];
+
+/** Every rule, by who reads the names or the convention they follow: docs/env.md's table is generated from this list. */
 export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
-  {
+  family({
     readBy: 'the dynamic loader (glibc’s ld.so, musl’s)',
     why: 'loads the libraries it names into every dynamically linked program, before `main` (`LD_PRELOAD`, `LD_AUDIT`), or chooses where they come from (`LD_LIBRARY_PATH`); glibc drops every `LD_` variable from a setuid program for that reason',
-    names: [],
     prefixes: ['LD_'],
-  },
-  {
-    readBy: 'the C library (glibc’s list of unsecure variables, which it drops from a setuid program)',
-    why: 'loads code or data from the path it names (`GCONV_PATH` loads conversion modules, `GETCONF_DIR` programs, `LOCPATH` and `NLSPATH` locales and message catalogues), retunes the allocator and loader (`GLIBC_TUNABLES`, `MALLOC_*`, jemalloc’s `MALLOC_CONF`), writes to a file (`MALLOC_TRACE`) or redirects name lookups and temporary files (`HOSTALIASES`, `LOCALDOMAIN`, `RES_OPTIONS`, `RESOLV_HOST_CONF`, `NIS_PATH`, `TMPDIR`, `TZDIR`)',
+  }),
+  family({
+    readBy:
+      'the C library (glibc’s list of unsecure variables, which it drops from a setuid program, and musl’s)',
+    why: 'loads code or data from the path it names (`GCONV_PATH` loads conversion modules, `GETCONF_DIR` programs, `LOCPATH`, `MUSL_LOCPATH` and `NLSPATH` locales and message catalogues), retunes the allocator and loader (`GLIBC_TUNABLES`, `MALLOC_*`, jemalloc’s `MALLOC_CONF`), writes to a file (`MALLOC_TRACE`) or redirects name lookups and temporary files (`HOSTALIASES`, `LOCALDOMAIN`, `RES_OPTIONS`, `RESOLV_HOST_CONF`, `NIS_PATH`, `TMPDIR`, `TZDIR`)',
     names: [
       'GCONV_PATH',
       'GETCONF_DIR',
@@ -46,6 +94,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'HOSTALIASES',
       'LOCALDOMAIN',
       'LOCPATH',
+      'MUSL_LOCPATH',
       'NIS_PATH',
       'NLSPATH',
       'RESOLV_HOST_CONF',
@@ -54,20 +103,33 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'TZDIR',
     ],
     prefixes: ['MALLOC_'],
-  },
-  {
+  }),
+  family({
     readBy: 'the process’s command lookup and the programs that run a command from the environment',
-    why: 'chooses which program runs for a bare name (`PATH`: the wrapper and every shell look the command up on it), or names a command line a program runs (`SHELL`, `PAGER`, `EDITOR`, `VISUAL`, `BROWSER`, which Python’s `webbrowser` runs)',
-    names: ['PATH', 'SHELL', 'PAGER', 'EDITOR', 'VISUAL', 'BROWSER'],
-    prefixes: [],
-  },
-  {
+    why: 'chooses which program runs for a bare name (`PATH`: the wrapper and every shell look the command up on it), or names a command line a program runs (`SHELL`, `PAGER`, `MANPAGER`, `EDITOR`, `VISUAL`, `BROWSER`, which Python’s `webbrowser` runs, `LESSOPEN`, a pipe `less` runs on every file, `SUDO_ASKPASS`, `SSH_ASKPASS`)',
+    names: [
+      'PATH',
+      'SHELL',
+      'PAGER',
+      'MANPAGER',
+      'EDITOR',
+      'VISUAL',
+      'BROWSER',
+      'LESSOPEN',
+      'LESSCLOSE',
+      'LESSKEY',
+      'SUDO_ASKPASS',
+      'SSH_ASKPASS',
+    ],
+  }),
+  family({
     readBy: 'shells (sh, dash, ash, BusyBox, bash, ksh, zsh)',
-    why: 'a file every shell sources at start (`ENV`, `BASH_ENV`, zsh’s `ZDOTDIR`), options and prompts that run command substitutions (`SHELLOPTS=xtrace` with `PS4`), exported functions (`BASH_FUNC_*`), or how words are split and paths found (`IFS`, `CDPATH`, `FPATH`, `GLOBIGNORE`)',
+    why: 'a file every shell sources at start (`ENV`, `BASH_ENV`, zsh’s `ZDOTDIR`), options and prompts that run command substitutions (`SHELLOPTS=xtrace` with `PS4`, bash 4.4’s `PS0`), exported functions (`BASH_FUNC_*`), or how words are split and paths found (`IFS`, `CDPATH`, `FPATH`, `GLOBIGNORE`)',
     names: [
       'ENV',
       'BASHOPTS',
       'SHELLOPTS',
+      'PS0',
       'PS1',
       'PS2',
       'PS3',
@@ -82,16 +144,17 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'ZDOTDIR',
     ],
     prefixes: ['BASH_'],
-  },
-  {
-    readBy: 'every program that reads a start-up or configuration file from a home or XDG directory',
-    why: 'moves where programs read their start-up files and configuration (git’s `core.sshCommand`, Python’s user site-packages with its `.pth` files, shells’ rc files), which can run commands',
-    names: ['HOME'],
+  }),
+  family({
+    readBy:
+      'every program that reads a start-up or configuration file from a home, an XDG directory or a file the variable names',
+    why: 'moves where programs read their start-up files and configuration, which can run commands: git’s `core.sshCommand`, Python’s user site-packages with its `.pth` files, shells’ rc files, curl’s `.curlrc` (`CURL_HOME`), wget’s `use_askpass` (`WGETRC`), a kubeconfig’s `exec` credential plugin (`KUBECONFIG`), Docker’s credential helper (`DOCKER_CONFIG`), boto’s configuration (`BOTO_CONFIG`), gpg’s agent programs (`GNUPGHOME`)',
+    names: ['HOME', 'CURL_HOME', 'WGETRC', 'KUBECONFIG', 'DOCKER_CONFIG', 'BOTO_CONFIG', 'GNUPGHOME'],
     prefixes: ['XDG_'],
-  },
-  {
-    readBy: 'Node.js',
-    why: 'options and modules Node loads before the app (`NODE_OPTIONS=--require …` or `--import data:…` runs code from the value itself), where it finds modules, and whom its TLS trusts',
+  }),
+  family({
+    readBy: 'Node.js, Bun and Deno',
+    why: 'options and modules Node loads before the app (`NODE_OPTIONS=--require …` or `--import data:…` runs code from the value itself; `BUN_OPTIONS`), where it finds modules, and whom its TLS trusts (`NODE_EXTRA_CA_CERTS`, `NODE_TLS_REJECT_UNAUTHORIZED`, `DENO_CERT`); Bun’s `bunfig` settings (`BUN_CONFIG_*`: the registry packages come from)',
     names: [
       'NODE_OPTIONS',
       'NODE_PATH',
@@ -104,87 +167,308 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'NODE_COMPILE_CACHE',
       'NODE_PRESERVE_SYMLINKS',
       'NODE_PRESERVE_SYMLINKS_MAIN',
+      'BUN_OPTIONS',
+      'DENO_CERT',
+      'DENO_TLS_CA_STORE',
     ],
-    prefixes: [],
-  },
-  {
-    readBy: 'Python (CPython reads only names starting with `PYTHON`)',
-    why: 'where modules come from (`PYTHONPATH`, `PYTHONHOME`, `PYTHONUSERBASE`), a file or module run at start (`PYTHONSTARTUP`, `PYTHONWARNINGS`, which imports the module a filter names, `PYTHONBREAKPOINT`), and interpreter options',
-    names: [],
-    prefixes: ['PYTHON'],
-  },
-  {
+    prefixes: ['BUN_CONFIG_'],
+  }),
+  family({
+    readBy: 'npm, Yarn, pnpm and Corepack, which `npm start` and `yarn start` run through',
+    why: 'every name is one of their settings, in any case: `npm_config_node_options=--import=data:…` runs code under `npm start`, `NPM_CONFIG_SCRIPT_SHELL` chooses the shell scripts run in, `NPM_CONFIG_USERCONFIG` and the registry choose configuration and packages; `YARN_YARN_PATH` runs a file as Yarn itself; Corepack downloads and runs the package manager its settings name. A credential for these tools goes under a name of your own that their configuration file references (`${NPM_TOKEN}` in `.npmrc` or `.yarnrc.yml`)',
+    prefixes: ['NPM_CONFIG_', 'YARN_', 'PNPM_', 'COREPACK_'],
+  }),
+  family({
+    readBy: 'Python and its launchers: pip, uv, Poetry, Pipenv, uWSGI, Gunicorn',
+    why: 'CPython reads only names starting with `PYTHON`: where modules come from (`PYTHONPATH`, `PYTHONHOME`, `PYTHONUSERBASE`), a file or module run at start (`PYTHONSTARTUP`, `PYTHONWARNINGS`, which imports the module a filter names, `PYTHONBREAKPOINT`), interpreter options; the launchers’ settings, each name one of their options (`PIP_INDEX_URL` chooses where packages come from, `UWSGI_*` is any uWSGI option, `--exec-*` among them; `GUNICORN_CMD_ARGS` is Gunicorn’s command line, `--config` a Python file)',
+    names: ['GUNICORN_CMD_ARGS'],
+    prefixes: ['PYTHON', 'PIP_', 'UV_', 'POETRY_', 'PIPENV_', 'UWSGI_'],
+  }),
+  family({
     readBy: 'Perl',
     why: 'modules loaded at start (`PERL5OPT=-M…`), library paths (`PERL5LIB`, `PERLLIB`), the debugger it runs (`PERL5DB`) and I/O layers',
     names: ['PERLLIB'],
     prefixes: ['PERL5', 'PERL_', 'PERLIO'],
-  },
-  {
+  }),
+  family({
     readBy: 'Ruby, RubyGems and Bundler',
-    why: 'options and libraries loaded at start (`RUBYOPT=-r…`, `RUBYLIB`), where gems come from (`GEM_HOME`, `GEM_PATH`), and the Gemfile, which is Ruby code (`BUNDLE_GEMFILE`)',
-    names: ['RUBYOPT', 'RUBYLIB', 'RUBYSHELL', 'GEM_HOME', 'GEM_PATH', 'BUNDLE_GEMFILE', 'BUNDLE_APP_CONFIG'],
-    prefixes: [],
-  },
-  {
-    readBy: 'the JVM and the scripts that start it',
-    why: 'options every JVM takes (`-javaagent:` loads code before `main`): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, and where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`)',
-    names: ['JAVA_TOOL_OPTIONS', '_JAVA_OPTIONS', 'JDK_JAVA_OPTIONS', 'JAVA_OPTS', 'CLASSPATH', 'JAVA_HOME'],
-    prefixes: [],
-  },
-  {
-    readBy: '.NET (CoreCLR, the host, .NET Framework’s profiler API)',
-    why: 'assemblies and profilers loaded into the process (`DOTNET_STARTUP_HOOKS`, `CORECLR_PROFILER_PATH`, `COR_PROFILER_PATH`), and the runtime’s configuration knobs',
-    names: [],
-    prefixes: ['DOTNET_', 'CORECLR_', 'COR_', 'COMPlus_'],
-  },
-  {
-    readBy: 'Go’s runtime, PHP, Lua, Erlang and Tcl',
-    why: 'runtime settings that turn security checks off (`GODEBUG`), configuration files that prepend code (`PHPRC`, `PHP_INI_SCAN_DIR`), code run at start (`LUA_INIT`), and library paths (`LUA_PATH`, `ERL_LIBS`, `TCLLIBPATH`)',
-    names: ['GODEBUG', 'PHPRC', 'PHP_INI_SCAN_DIR', 'TCLLIBPATH'],
-    prefixes: ['LUA_', 'ERL_'],
-  },
-  {
-    readBy: 'git, ssh and OpenSSL',
-    why: 'commands they run (`GIT_SSH_COMMAND`, `GIT_ASKPASS`, `GIT_CONFIG_*`, which can set `core.fsmonitor`), the configuration that loads OpenSSL’s engines and providers (`OPENSSL_CONF`, `OPENSSL_MODULES`)',
+    why: 'options and libraries loaded at start (`RUBYOPT=-r…`, `RUBYLIB`), a Gemfile RubyGems loads at start (`RUBYGEMS_GEMDEPS`: Ruby code), RubyGems’ and irb’s rc files (`GEMRC`, `IRBRC`), where gems come from (`GEM_HOME`, `GEM_PATH`) and every Bundler setting (`BUNDLE_GEMFILE`, Ruby code; a mirror; a host’s credentials, which belong to the build that installs the gems)',
+    names: ['RUBYOPT', 'RUBYLIB', 'RUBYSHELL', 'RUBYGEMS_GEMDEPS', 'GEMRC', 'IRBRC'],
+    prefixes: ['GEM_', 'BUNDLE_'],
+  }),
+  family({
+    readBy:
+      'the JVM and the scripts that start it (catalina.sh, kafka-run-class.sh, Elasticsearch, Maven, Gradle, sbt, Spring Boot)',
+    why: 'options every JVM takes or a start script passes it (`-javaagent:` loads code before `main`, `-XX:OnOutOfMemoryError=cmd` runs a command): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, `JVM_OPTS`, `KAFKA_OPTS`, `ES_JAVA_OPTS`; every `CATALINA_` name (catalina.sh evaluates `CATALINA_OPTS` as shell code and sources `$CATALINA_BASE/bin/setenv.sh`), `LOGGING_CONFIG` and `LOGGING_MANAGER`, which it evaluates too; where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`, `JRE_HOME`, Spring Boot’s `LOADER_PATH`, the agent’s `OTEL_JAVAAGENT_EXTENSIONS`); a debugger or JMX port that takes code from whoever reaches it (`KAFKA_DEBUG`, `JMX_PORT`, `JPDA_*`)',
     names: [
-      'GIT_SSH',
-      'GIT_SSH_COMMAND',
-      'GIT_ASKPASS',
-      'SSH_ASKPASS',
-      'GIT_EXTERNAL_DIFF',
-      'GIT_PAGER',
-      'GIT_EDITOR',
-      'GIT_SEQUENCE_EDITOR',
-      'GIT_PROXY_COMMAND',
-      'GIT_EXEC_PATH',
-      'GIT_TEMPLATE_DIR',
-      'GIT_DIR',
-      'GIT_WORK_TREE',
+      'JAVA_TOOL_OPTIONS',
+      '_JAVA_OPTIONS',
+      'JDK_JAVA_OPTIONS',
+      'JAVA_OPTS',
+      'JAVA_OPTIONS',
+      'JVM_OPTS',
+      'JAVA_ARGS',
+      'ES_JAVA_OPTS',
+      'KAFKA_OPTS',
+      'MAVEN_OPTS',
+      'GRADLE_OPTS',
+      'SBT_OPTS',
+      'CLASSPATH',
+      'JAVA_HOME',
+      'JRE_HOME',
+      'LOADER_PATH',
+      'LOGGING_CONFIG',
+      'LOGGING_MANAGER',
+      'KAFKA_DEBUG',
+      'JMX_PORT',
     ],
-    prefixes: ['GIT_CONFIG', 'OPENSSL_'],
-  },
-  {
-    readBy: 'TLS libraries (OpenSSL, curl, Python’s requests and ssl)',
-    why: 'whom the app’s TLS trusts (`SSL_CERT_FILE`, `SSL_CERT_DIR`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`), or a file that gets every TLS session’s keys (`SSLKEYLOGFILE`): whoever writes the secret could then read the app’s traffic',
-    names: ['SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'SSLKEYLOGFILE'],
-    prefixes: [],
-  },
+    prefixes: ['CATALINA_', 'JPDA_', 'OTEL_JAVAAGENT_'],
+  }),
+  family({
+    readBy: '.NET (CoreCLR, the host, ASP.NET Core, .NET Framework’s profiler API)',
+    why: 'assemblies and profilers loaded into the process (`DOTNET_STARTUP_HOOKS`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, `CORECLR_PROFILER_PATH`, `COR_PROFILER_PATH`), and the runtime’s configuration knobs',
+    names: ['ASPNETCORE_HOSTINGSTARTUPASSEMBLIES'],
+    prefixes: ['DOTNET_', 'CORECLR_', 'COR_', 'COMPlus_'],
+  }),
+  family({
+    readBy: 'Go’s toolchain and runtime',
+    why: 'the flags, toolchain, module proxy and paths `go run` and `go build` use (`GOFLAGS`, `GOTOOLCHAIN` downloads and runs another Go, `GOPROXY`, `GOPATH`, `GOCACHEPROG` runs a program, `CGO_*` flags for the C compiler), and runtime settings that turn security checks off (`GODEBUG`)',
+    names: [
+      'GODEBUG',
+      'GOFLAGS',
+      'GOTOOLCHAIN',
+      'GOPATH',
+      'GOROOT',
+      'GOBIN',
+      'GOENV',
+      'GOPROXY',
+      'GONOPROXY',
+      'GOPRIVATE',
+      'GONOSUMDB',
+      'GONOSUMCHECK',
+      'GOSUMDB',
+      'GOINSECURE',
+      'GOVCS',
+      'GOAUTH',
+      'GOEXPERIMENT',
+      'GOCACHE',
+      'GOCACHEPROG',
+      'GOMODCACHE',
+      'GOTMPDIR',
+      'GOWORK',
+      'GO111MODULE',
+    ],
+    prefixes: ['CGO_'],
+  }),
+  family({
+    readBy: 'PHP, Lua, Erlang, Elixir, RabbitMQ’s scripts, Tcl, R and Julia',
+    why: 'configuration files that prepend code (`PHPRC`, `PHP_INI_SCAN_DIR`), code run at start (`LUA_INIT`, R’s `R_PROFILE`, `R_PROFILE_USER` and `R_ENVIRON*`, Julia’s `JULIA_*`), the emulator’s arguments (`ERL_AFLAGS`, `ELIXIR_ERL_OPTIONS`, `RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS`: `-eval` runs code), and library paths (`LUA_PATH`, `ERL_LIBS`, `TCLLIBPATH`, `TCL_LIBRARY`, `R_LIBS*`, `JULIA_LOAD_PATH`)',
+    names: [
+      'PHPRC',
+      'PHP_INI_SCAN_DIR',
+      'TCLLIBPATH',
+      'TCL_LIBRARY',
+      'ELIXIR_ERL_OPTIONS',
+      'RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS',
+      'R_HOME',
+      'R_PROFILE',
+      'R_PROFILE_USER',
+      'R_ENVIRON',
+      'R_ENVIRON_USER',
+      'R_LIBS',
+      'R_LIBS_USER',
+      'R_LIBS_SITE',
+    ],
+    prefixes: ['LUA_', 'ERL_', 'JULIA_'],
+  }),
+  family({
+    readBy: 'libraries apps link: OpenSSL, Kerberos, Cyrus SASL, ImageMagick',
+    why: 'the configuration that loads OpenSSL’s engines and providers (`OPENSSL_CONF`, `OPENSSL_MODULES`), Kerberos’s configuration and its plugin modules (`KRB5_CONFIG`, `KRB5CCNAME`), SASL’s plugins (`SASL_PATH`), ImageMagick’s coders and `delegates.xml`, which runs commands (`MAGICK_CODER_MODULE_PATH`, `MAGICK_CONFIGURE_PATH`)',
+    names: ['SASL_PATH', 'SASL_CONF_PATH'],
+    prefixes: ['OPENSSL_', 'KRB5', 'MAGICK_'],
+  }),
+  family({
+    readBy: 'git (and ssh, which it runs)',
+    why: 'every name git reads: commands it runs (`GIT_SSH_COMMAND`, `GIT_ASKPASS`, `GIT_PROXY_COMMAND`, `GIT_EXTERNAL_DIFF`, `GIT_CONFIG_*`, which can set `core.fsmonitor`, `GIT_ALLOW_PROTOCOL=ext`), the repository and objects it reads (`GIT_DIR`, `GIT_COMMON_DIR`, `GIT_OBJECT_DIRECTORY`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`), and whom it trusts (`GIT_SSL_NO_VERIFY`, `GIT_SSL_CAINFO`, `GIT_SSL_CAPATH`). A credential or an address of the app’s own stays admitted when its name ends in `_TOKEN`, `_PASSWORD`, `_SECRET`, `_USERNAME`, `_CREDENTIALS`, `_API_KEY`, `_PRIVATE_KEY`, `_SSH_KEY`, `_DEPLOY_KEY`, `_URL` or `_URI` (`GIT_TOKEN`, `GIT_REPO_URL`): git reads no such name',
+    prefixes: ['GIT_'],
+    admittedEndings: CREDENTIAL_ENDINGS,
+  }),
+  family({
+    readBy: 'TLS libraries (OpenSSL, curl, gRPC, Python’s requests and ssl, the AWS SDKs)',
+    why: 'whom the app’s TLS trusts (`SSL_CERT_FILE`, `SSL_CERT_DIR`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `AWS_CA_BUNDLE`, `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`), or a file that gets every TLS session’s keys (`SSLKEYLOGFILE`): whoever writes the secret could then read the app’s traffic',
+    names: [
+      'SSL_CERT_FILE',
+      'SSL_CERT_DIR',
+      'REQUESTS_CA_BUNDLE',
+      'CURL_CA_BUNDLE',
+      'AWS_CA_BUNDLE',
+      'GRPC_DEFAULT_SSL_ROOTS_FILE_PATH',
+      'SSLKEYLOGFILE',
+    ],
+    risk: 'trust',
+  }),
+  family({
+    readBy: 'by convention: launchers, start scripts and runtimes',
+    why: 'a program’s options or arguments, which a start script passes to the JVM, Node, an interpreter or a shell, or evaluates: `-javaagent:` and `-XX:OnOutOfMemoryError=cmd` in `KAFKA_OPTS` or `SBT_OPTS`, `-eval` in `ERL_FLAGS`, `GOFLAGS`, any launcher’s `*_OPTS` no list names',
+    suffixes: ['OPT', 'OPTS', 'OPTIONS', 'ARGS', 'ARGUMENTS', 'FLAGS'],
+    holds: 'a program’s options or arguments',
+  }),
+  family({
+    readBy: 'by convention: programs that run a command, a script or a hook',
+    why: 'a command line, program or script a program runs (`GIT_SSH_COMMAND`, `PROMPT_COMMAND`, `MANPAGER`, `SUDO_ASKPASS`, `RUSTC_WRAPPER`, `CHROME_BIN`, .NET’s startup hooks)',
+    suffixes: [
+      'CMD',
+      'COMMAND',
+      'SHELL',
+      'PAGER',
+      'EDITOR',
+      'ASKPASS',
+      'BROWSER',
+      '_BIN',
+      'BINARY',
+      'EXECUTABLE',
+      '_PROGRAM',
+      'WRAPPER',
+      'SCRIPT',
+      'SCRIPTS',
+      '_HOOK',
+      '_HOOKS',
+    ],
+    holds: 'a command, a program or a script that a program runs',
+  }),
+  family({
+    readBy: 'by convention: programs that load code or a start-up file',
+    why: 'code a program loads into itself or runs at start (`LD_PRELOAD`, `OTEL_JAVAAGENT_EXTENSIONS`, `DJANGO_SETTINGS_MODULE`, `PYTHONSTARTUP`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, an rc file such as `WGETRC` or `PSQLRC`, which runs `\\!` commands)',
+    suffixes: [
+      'PRELOAD',
+      'EXTENSION',
+      'EXTENSIONS',
+      'PLUGIN',
+      'PLUGINS',
+      'MODULE',
+      'MODULES',
+      'AGENT',
+      'ASSEMBLIES',
+      'RC',
+    ],
+    infixes: ['STARTUP'],
+    holds: 'code or a start-up file that a program loads',
+  }),
+  family({
+    readBy: 'by convention: every program that reads a path from its environment',
+    why: 'where a program finds its code, libraries, configuration or start-up files (`LD_LIBRARY_PATH`, `CATALINA_HOME`, whose `bin/setenv.sh` is sourced, `TCL_LIBRARY`, `R_PROFILE`, `GIT_COMMON_DIR`, `AWS_CONFIG_FILE`, whose `credential_process` runs, `SPRING_CONFIG_LOCATION`). A path may name a file another secret writes (`/etc/secrets/…`), whose contents the same writer chooses',
+    suffixes: [
+      'PATH',
+      'HOME',
+      'ROOT',
+      'DIR',
+      'DIRS',
+      'DIRECTORY',
+      'DIRECTORIES',
+      'FILE',
+      'FILES',
+      'LIB',
+      'LIBS',
+      'LIBRARY',
+      'LIBRARIES',
+      'LOCATION',
+      'LOCATIONS',
+    ],
+    holds: 'a path where a program finds code, libraries, configuration or start-up files',
+  }),
+  family({
+    readBy: 'by convention: TLS clients',
+    why: 'whom a TLS client trusts, or whether it checks at all (`GIT_SSL_CAINFO`, `VAULT_CACERT`, `GIT_SSL_NO_VERIFY`, `VAULT_SKIP_VERIFY`, `GOINSECURE`): whoever writes the secret could read and change the app’s traffic',
+    suffixes: [
+      'CA_BUNDLE',
+      'CAINFO',
+      'CACERT',
+      'NO_VERIFY',
+      'SKIP_VERIFY',
+      'INSECURE',
+      'REJECT_UNAUTHORIZED',
+      'SSL_VERIFY',
+      'TLS_VERIFY',
+      'VERIFY_SSL',
+      'VERIFY_TLS',
+    ],
+    holds: 'whom a TLS client trusts, or whether it checks',
+    risk: 'trust',
+  }),
 ];
 
-/** Each name and prefix with its family, every spelling compared in upper case. */
-const EXACT = new Map<string, RefusedEnvFamily>(
-  REFUSED_ENV_FAMILIES.flatMap((f) => f.names.map((n) => [n.toUpperCase(), f] as const)),
-);
-const PREFIXES: readonly { readonly prefix: string; readonly family: RefusedEnvFamily }[] =
-  REFUSED_ENV_FAMILIES.flatMap((f) => f.prefixes.map((p) => ({ prefix: p.toUpperCase(), family: f })));
+/** A rule a name matched: the family, the rule as docs/env.md shows it, and the refusal's words. */
+export interface RefusedEnvMatch {
+  readonly family: RefusedEnvFamily;
+  /** As the table shows it: `PATH`, `LD_*`, `*OPTS`, `*STARTUP*`. */
+  readonly rule: string;
+  /** The rule in words, after the quoted name: `ends with OPTS, which by convention holds …`. */
+  readonly reason: string;
+  /** What whoever writes the secret could do, after "whoever writes the secret would". */
+  readonly consequence: string;
+}
 
-/** Why `name` may not be set from a secret (the family that reads it, and the entry it matched), or undefined. */
-export function refusedEnvName(
-  name: string,
-): { readonly family: RefusedEnvFamily; readonly entry: string } | undefined {
-  const upper = name.toUpperCase();
-  const exact = EXACT.get(upper);
-  if (exact) return { family: exact, entry: upper };
-  const byPrefix = PREFIXES.find((p) => upper.startsWith(p.prefix));
-  return byPrefix && { family: byPrefix.family, entry: `${byPrefix.prefix}*` };
+const CONSEQUENCE: Record<RefusedEnvRisk, string> = {
+  code: 'choose what code the container runs',
+  trust: 'choose whom the container’s TLS trusts, and read or change its traffic',
+};
+
+const upper = (list: readonly string[]) => list.map((s) => s.toUpperCase());
+
+const EXACT = new Map<string, RefusedEnvFamily>(
+  REFUSED_ENV_FAMILIES.flatMap((f) => upper(f.names).map((n) => [n, f] as const)),
+);
+
+/** One text rule of a family, in upper case. */
+interface TextRule {
+  readonly text: string;
+  readonly family: RefusedEnvFamily;
+}
+const rulesOf = (kind: 'prefixes' | 'suffixes' | 'infixes'): readonly TextRule[] =>
+  REFUSED_ENV_FAMILIES.flatMap((f) => upper(f[kind]).map((text) => ({ text, family: f })));
+const PREFIXES = rulesOf('prefixes');
+const INFIXES = rulesOf('infixes');
+const SUFFIXES = rulesOf('suffixes');
+
+/**
+ * The rule `name` matches, if any: its exact name first, then a prefix (unless the family admits the
+ * name's ending), an infix, a suffix. The first match names the most specific reader.
+ */
+export function refusedEnvName(name: string): RefusedEnvMatch | undefined {
+  const key = name.toUpperCase();
+  const exact = EXACT.get(key);
+  if (exact) return match(exact, key, `is read by ${exact.readBy}`);
+  const prefix = PREFIXES.find(
+    (p) => key.startsWith(p.text) && !p.family.admittedEndings.some((e) => key.endsWith(e.toUpperCase())),
+  );
+  if (prefix) {
+    const admitted = prefix.family.admittedEndings;
+    const except = admitted.length
+      ? ` (a credential’s name ending in ${admitted.slice(0, 3).join(', ')}… stays admitted: docs/env.md)`
+      : '';
+    return match(
+      prefix.family,
+      `${prefix.text}*`,
+      `starts with ${prefix.text}, which marks the names read by ${prefix.family.readBy}${except}`,
+    );
+  }
+  const infix = INFIXES.find((i) => key.includes(i.text));
+  if (infix)
+    return match(
+      infix.family,
+      `*${infix.text}*`,
+      `contains ${infix.text}, which by convention marks ${infix.family.holds}`,
+    );
+  const suffix = SUFFIXES.find((s) => key.endsWith(s.text));
+  if (suffix)
+    return match(
+      suffix.family,
+      `*${suffix.text}`,
+      `ends with ${suffix.text}, which by convention holds ${suffix.family.holds}`,
+    );
+  return undefined;
+}
+
+function match(family: RefusedEnvFamily, rule: string, reason: string): RefusedEnvMatch {
+  return { family, rule, reason, consequence: CONSEQUENCE[family.risk] };
 }

@@ -1,46 +1,362 @@
 /**
- * agent/contract/refused-env-names.ts: the one declared list of variables no secret may set. Its
- * entries are names a variable can have, none is listed twice or hidden behind a prefix (a table
- * row that never decides anything would mislead a reader), and the rule matches names, not
- * substrings: exact names exactly, prefixes at the start, in any case.
+ * agent/contract/refused-env-names.ts: the one declared list of rules for variables no secret may set.
+ * Its entries are names a variable can have or parts of one, none is listed twice or hidden behind a
+ * broader rule of its kind (a table row that never decides anything would mislead a reader), and the
+ * rules match names, not substrings: exact names exactly, prefixes at the start, infixes anywhere,
+ * suffixes at the end, in any case. Both sides are properties: a name built around any rule is
+ * refused naming a rule it matches; a secret's own names are admitted. And two readers are asked
+ * directly: every variable glibc's loader treats as unsecure, and every GIT_ name git's programs
+ * contain, is refused.
  */
+import fc from 'fast-check';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ENV_NAME } from '../../agent/contract/env-exec.ts';
-import { REFUSED_ENV_FAMILIES, refusedEnvName } from '../../agent/contract/refused-env-names.ts';
+import {
+  REFUSED_ENV_FAMILIES,
+  refusedEnvName,
+  type RefusedEnvFamily,
+} from '../../agent/contract/refused-env-names.ts';
+import { SECRETS_DIR_ENV } from '../../webhook/render/pod-patch.ts';
 
-const names = REFUSED_ENV_FAMILIES.flatMap((f) => f.names);
-const prefixes = REFUSED_ENV_FAMILIES.flatMap((f) => f.prefixes);
+const all = (kind: 'names' | 'prefixes' | 'infixes' | 'suffixes') =>
+  REFUSED_ENV_FAMILIES.flatMap((f) => f[kind].map((e) => e.toUpperCase()));
+const names = all('names');
+const prefixes = all('prefixes');
+const infixes = all('infixes');
+const suffixes = all('suffixes');
 
-describe('the refused env names', () => {
-  it('each entry is a variable name or its start, listed once, none shadowed by a prefix', () => {
+/** Whether the rule `rule`, as refusedEnvName reports it (`PATH`, `LD_*`, `*OPTS`, `*STARTUP*`), matches `name`. */
+function ruleMatches(rule: string, name: string): boolean {
+  const key = name.toUpperCase();
+  const starred = /^(\*?)([A-Za-z0-9_]+)(\*?)$/.exec(rule)!;
+  const [, before, text, after] = starred;
+  if (before && after) return key.includes(text!);
+  if (before) return key.endsWith(text!);
+  if (after) return key.startsWith(text!);
+  return key === text;
+}
+
+/** Every case of `text`, chosen by `flips`. */
+const recase = (text: string, flips: readonly boolean[]) =>
+  [...text].map((ch, i) => (flips[i % flips.length] ? ch.toLowerCase() : ch.toUpperCase())).join('');
+
+describe('the refused env names: the declaration', () => {
+  it('each entry is a variable name or a part of one, listed once, none shadowed by a broader rule of its kind', () => {
     for (const entry of [...names, ...prefixes]) assert.match(entry, ENV_NAME, entry);
-    const upper = [...names, ...prefixes].map((e) => e.toUpperCase());
-    assert.equal(new Set(upper).size, upper.length, 'no entry twice');
+    for (const entry of [...infixes, ...suffixes]) assert.match(entry, /^[A-Z0-9_]+$/, entry);
+    for (const list of [names, prefixes, infixes, suffixes])
+      assert.equal(new Set(list).size, list.length, `no entry twice: ${list.join(' ')}`);
     for (const name of names)
-      assert.ok(
-        !prefixes.some((p) => name.toUpperCase().startsWith(p.toUpperCase())),
-        `${name} is under a prefix`,
-      );
+      assert.ok(!prefixes.some((p) => name.startsWith(p)), `${name} is under a prefix`);
     for (const p of prefixes)
-      assert.ok(
-        !prefixes.some((q) => q !== p && p.toUpperCase().startsWith(q.toUpperCase())),
-        `${p} is under another`,
-      );
-    for (const f of REFUSED_ENV_FAMILIES)
-      assert.ok(f.readBy && f.why && f.names.length + f.prefixes.length > 0);
+      assert.ok(!prefixes.some((q) => q !== p && p.startsWith(q)), `${p} is under another prefix`);
+    for (const s of suffixes) {
+      assert.ok(!suffixes.some((t) => t !== s && s.endsWith(t)), `${s} is under another suffix`);
+      assert.ok(!infixes.some((i) => s.includes(i)), `${s} is under an infix`);
+    }
+    for (const i of infixes)
+      assert.ok(!infixes.some((j) => j !== i && i.includes(j)), `${i} is under another infix`);
+    for (const f of REFUSED_ENV_FAMILIES) {
+      assert.ok(f.readBy && f.why, f.readBy);
+      assert.ok(f.names.length + f.prefixes.length + f.suffixes.length + f.infixes.length > 0, f.readBy);
+      // A convention says what such a name holds; a reader's names need no such word.
+      assert.equal(Boolean(f.holds), f.suffixes.length + f.infixes.length > 0, f.readBy);
+      // An ending lets names through a prefix only: elsewhere it would decide nothing.
+      if (f.admittedEndings.length) assert.ok(f.prefixes.length > 0, f.readBy);
+    }
   });
 
-  it('an exact name matches itself only; a prefix, every name it starts; both in any case', () => {
-    assert.equal(refusedEnvName('PATH')?.entry, 'PATH');
-    assert.equal(refusedEnvName('path')?.entry, 'PATH');
-    assert.equal(refusedEnvName('PATHS'), undefined);
-    assert.equal(refusedEnvName('MY_PATH'), undefined);
-    assert.equal(refusedEnvName('LD_PRELOAD')?.entry, 'LD_*');
-    assert.equal(refusedEnvName('Ld_Anything_New')?.entry, 'LD_*');
-    assert.equal(refusedEnvName('LDAP_URI'), undefined);
-    assert.equal(refusedEnvName('X_LD_PRELOAD'), undefined);
-    assert.equal(refusedEnvName('COMPlus_EnableDiagnostics')?.entry, 'COMPLUS_*');
+  it('each kind matches as declared, in any case: a name itself only, a prefix at the start, an infix anywhere, a suffix at the end', () => {
+    const rule = (name: string) => refusedEnvName(name)?.rule;
+    assert.equal(rule('PATH'), 'PATH');
+    assert.equal(rule('path'), 'PATH');
+    assert.equal(rule('PATHS'), undefined);
+    assert.equal(rule('MY_PATH'), '*PATH');
+    assert.equal(rule('LD_PRELOAD'), 'LD_*');
+    assert.equal(rule('Ld_Anything_New'), 'LD_*');
+    assert.equal(rule('LDAP_URI'), undefined);
+    assert.equal(rule('X_LD_PRELOAD'), '*PRELOAD');
+    assert.equal(rule('COMPlus_EnableDiagnostics'), 'COMPLUS_*');
+    assert.equal(rule('DOTNET_STARTUP_HOOKS'), 'DOTNET_*');
+    assert.equal(rule('ACME_STARTUP_TASKS'), '*STARTUP*');
+    assert.equal(rule('CATALINA_OPTS'), 'CATALINA_*');
+    assert.equal(rule('ACME_LAUNCHER_OPTS'), '*OPTS');
+    assert.equal(rule('acme_launcher_opts'), '*OPTS');
+    assert.equal(rule('OPTS_TOKEN'), undefined);
     assert.equal(refusedEnvName('PYTHONPATH')?.family.readBy.startsWith('Python'), true);
+  });
+
+  it('a name under GIT_ is refused unless it ends as a credential does; a credential’s ending admits nothing under another prefix', () => {
+    assert.equal(refusedEnvName('GIT_DIR')?.rule, 'GIT_*');
+    assert.equal(refusedEnvName('GIT_SSL_KEY')?.rule, 'GIT_*');
+    assert.equal(refusedEnvName('GIT_PROTOCOL_FROM_USER')?.rule, 'GIT_*');
+    for (const name of ['GIT_TOKEN', 'GIT_PASSWORD', 'git_access_token', 'GIT_SSH_KEY', 'GIT_REPO_URL'])
+      assert.equal(refusedEnvName(name), undefined, name);
+    // The ending lets a name through GIT_ only, never past a convention or another reader's prefix.
+    assert.equal(refusedEnvName('NPM_CONFIG_AUTH_TOKEN')?.rule, 'NPM_CONFIG_*');
+    assert.equal(refusedEnvName('LD_TOKEN')?.rule, 'LD_*');
+    const git = REFUSED_ENV_FAMILIES.find((f) => f.prefixes.includes('GIT_'))!;
+    for (const ending of git.admittedEndings) assert.match(git.why, new RegExp(`\`${ending}\``));
+  });
+
+  it('the message names the rule that matched and what it means', () => {
+    const reason = (name: string) => refusedEnvName(name)!.reason;
+    assert.equal(
+      reason('ACME_LAUNCHER_OPTS'),
+      'ends with OPTS, which by convention holds a program’s options or arguments',
+    );
+    assert.match(reason('LD_PRELOAD'), /^starts with LD_, which marks the names read by the dynamic loader/);
+    assert.match(reason('PATH'), /^is read by the process’s command lookup/);
+    assert.match(reason('ACME_STARTUP_TASKS'), /^contains STARTUP, which by convention marks code/);
+    assert.match(
+      reason('GIT_DIR'),
+      /a credential’s name ending in _TOKEN, _PASSWORD, _SECRET… stays admitted/,
+    );
+    assert.match(refusedEnvName('ACME_SKIP_VERIFY')!.consequence, /whom the container’s TLS trusts/);
+    assert.match(refusedEnvName('ACME_OPTS')!.consequence, /what code the container runs/);
+    // The webhook's own SECRETS_DIR, which no secret may set either.
+    assert.equal(refusedEnvName(SECRETS_DIR_ENV)?.rule, '*DIR');
+  });
+});
+
+describe('the refused env names: both sides', () => {
+  type Entry = { kind: 'name' | 'prefix' | 'infix' | 'suffix'; text: string; family: RefusedEnvFamily };
+  const entries: Entry[] = REFUSED_ENV_FAMILIES.flatMap((family) => [
+    ...family.names.map((text) => ({ kind: 'name' as const, text, family })),
+    ...family.prefixes.map((text) => ({ kind: 'prefix' as const, text, family })),
+    ...family.infixes.map((text) => ({ kind: 'infix' as const, text, family })),
+    ...family.suffixes.map((text) => ({ kind: 'suffix' as const, text, family })),
+  ]);
+
+  it('property: a name built around any rule, in any case and with anything around it, is refused naming a rule it matches', () => {
+    const word = fc.stringMatching(/^[A-Za-z][A-Za-z0-9_]{0,12}$/);
+    const tail = fc.stringMatching(/^[A-Za-z0-9_]{0,12}$/);
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...entries),
+        word,
+        tail,
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+        (entry, head, rest, flips) => {
+          const text = recase(entry.text, flips);
+          const name =
+            entry.kind === 'name'
+              ? text
+              : entry.kind === 'prefix'
+                ? text + rest
+                : entry.kind === 'infix'
+                  ? head + text + rest
+                  : head + text;
+          // A credential's ending lets a name through its family's prefix, by design (tested above).
+          fc.pre(
+            entry.kind !== 'prefix' ||
+              !entry.family.admittedEndings.some((e) => name.toUpperCase().endsWith(e)),
+          );
+          const refused = refusedEnvName(name);
+          assert.ok(refused, `${name} is refused`);
+          assert.ok(ruleMatches(refused.rule, name), `${name}: ${refused.rule} matches it`);
+          // An exact name is the quoted name itself; any other rule is named in the reason.
+          if (refused.rule.includes('*'))
+            assert.ok(
+              refused.reason.includes(refused.rule.replaceAll('*', '')),
+              `${name}: the reason names it`,
+            );
+          else assert.equal(refused.rule, name.toUpperCase());
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  /** The words apps name their secrets with: services, then what the value is. */
+  const SERVICES = [
+    'DATABASE',
+    'DB',
+    'POSTGRES',
+    'MYSQL',
+    'MONGO',
+    'REDIS',
+    'RABBITMQ',
+    'KAFKA',
+    'ELASTIC',
+    'STRIPE',
+    'TWILIO',
+    'SENDGRID',
+    'SLACK',
+    'GITHUB',
+    'GITLAB',
+    'NODE',
+    'OPENAI',
+    'ANTHROPIC',
+    'AWS',
+    'AZURE',
+    'GCP',
+    'GOOGLE',
+    'SENTRY',
+    'DATADOG',
+    'DD',
+    'APP',
+    'API',
+    'SMTP',
+    'LDAP',
+    'OAUTH',
+    'JWT',
+    'SESSION',
+    'COOKIE',
+    'ENCRYPTION',
+    'SIGNING',
+    'WEBHOOK',
+    'ADMIN',
+    'SPRING_DATASOURCE',
+    'MINIO_ROOT',
+    'VAULT',
+    'CONSUL',
+    'NEXTAUTH',
+    'AUTH0',
+  ];
+  const ENDINGS = [
+    '_URL',
+    '_URI',
+    '_DSN',
+    '_PASSWORD',
+    '_PASS',
+    '_PASSWD',
+    '_PWD',
+    '_TOKEN',
+    '_ACCESS_TOKEN',
+    '_API_KEY',
+    '_KEY',
+    '_SECRET',
+    '_CLIENT_SECRET',
+    '_SECRET_KEY',
+    '_USERNAME',
+    '_USER',
+    '_CONFIG',
+    '_CONF',
+    '_JSON',
+    '_CONNECTION_STRING',
+    '_CREDENTIALS',
+    '_PRIVATE_KEY',
+    '_CERT',
+    '_PEM',
+    '_ID',
+    '_ACCESS_KEY_ID',
+    '_ENDPOINT',
+    '_HOST',
+    '_HEADERS',
+    '_AUTH',
+    '_SASL_JAAS_CONFIG',
+    '_WEBHOOK_URL',
+    '_WEBHOOK',
+    '_LICENSE_KEY',
+    '_SIGNING_SECRET',
+    '_SALT',
+  ];
+
+  it('property: a secret’s own names (a service’s words, then _URL, _PASSWORD, _TOKEN, _KEY, _SECRET, _CONFIG…) are admitted', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...SERVICES),
+        fc.array(fc.constantFrom(...SERVICES), { maxLength: 2 }),
+        fc.constantFrom(...ENDINGS),
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+        (first, middle, ending, flips) => {
+          const name = recase([first, ...middle].join('_') + ending, flips);
+          assert.equal(refusedEnvName(name)?.rule, undefined, name);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    // And the names real images and SDKs document for secrets, as they spell them.
+    for (const name of [
+      'DATABASE_URL',
+      'API_KEY',
+      'KAFKA_SASL_JAAS_CONFIG',
+      'CONNECT_SASL_JAAS_CONFIG',
+      'AWS_ACCESS_KEY_ID',
+      'AWS_SECRET_ACCESS_KEY',
+      'AWS_SESSION_TOKEN',
+      'SECRET_KEY_BASE',
+      'RAILS_MASTER_KEY',
+      'OPENAI_API_BASE',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+      'SPRING_APPLICATION_JSON',
+      'ConnectionStrings__Default',
+      'ASPNETCORE_Kestrel__Certificates__Default__Password',
+      'RABBITMQ_DEFAULT_PASS',
+      'RABBITMQ_ERLANG_COOKIE',
+      'RELEASE_COOKIE',
+      'PGPASSWORD',
+      'MYSQL_PWD',
+      'MONGO_INITDB_ROOT_PASSWORD',
+      'GF_SECURITY_ADMIN_PASSWORD',
+      'NODE_AUTH_TOKEN',
+      'NPM_TOKEN',
+      'GH_TOKEN',
+      'GOTRUE_JWT_SECRET',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+      'TF_VAR_db_password',
+      'ORG_GRADLE_PROJECT_signingKey',
+      'HTTPS_PROXY',
+      'NODE_ENV',
+      'TZ',
+    ])
+      assert.equal(refusedEnvName(name)?.rule, undefined, name);
+  });
+});
+
+describe('the refused env names: what the readers themselves read', () => {
+  it('every variable glibc’s loader drops from a setuid program as unsecure is refused', () => {
+    const loaders: Partial<Record<string, string>> = {
+      x64: '/lib64/ld-linux-x86-64.so.2',
+      arm64: '/lib/ld-linux-aarch64.so.1',
+    };
+    const path = loaders[process.arch];
+    assert.ok(
+      path && existsSync(path),
+      `glibc's loader ${path} is missing: apt-get install libc6 (a glibc system)`,
+    );
+    // unsecvars.h: the names, each ending in a NUL, the list in a NUL more.
+    // Other string tables start alike: the unsecure list is the run that names LD_PRELOAD.
+    const bytes = readFileSync(realpathSync(path)).toString('latin1');
+    let list: string[] = [];
+    for (let at = bytes.indexOf('GCONV_PATH\0'); at >= 0; at = bytes.indexOf('GCONV_PATH\0', at + 1)) {
+      const run = bytes.slice(at, bytes.indexOf('\0\0', at)).split('\0');
+      if (run.includes('LD_PRELOAD')) list = run;
+    }
+    assert.ok(list.includes('TMPDIR') && list.length >= 20, `glibc’s unsecure list: ${list.join(' ')}`);
+    for (const name of list) assert.ok(refusedEnvName(name), `${name} is refused`);
+  });
+
+  it('every GIT_ name git’s programs contain is refused, and none ends as a credential the GIT_ rule admits', () => {
+    const execPath = spawnSync('git', ['--exec-path'], { encoding: 'utf8' });
+    assert.equal(execPath.status, 0, `git is missing: apt-get install git (${execPath.error?.message})`);
+    const dir = execPath.stdout.trim();
+    const found = new Set<string>();
+    const read = new Set<string>();
+    for (const file of readdirSync(dir)) {
+      const path = join(dir, file);
+      const stat = statSync(path);
+      // Most of git's programs are links to one binary: each file once.
+      if (!stat.isFile() || read.has(`${stat.dev}:${stat.ino}`)) continue;
+      read.add(`${stat.dev}:${stat.ino}`);
+      for (const m of readFileSync(path)
+        .toString('latin1')
+        .matchAll(/\bGIT_[A-Z0-9_]*[A-Z0-9]/g))
+        found.add(m[0]);
+    }
+    assert.ok(
+      found.has('GIT_SSH_COMMAND') && found.has('GIT_DIR') && found.size > 100,
+      `${found.size} names`,
+    );
+    const git = REFUSED_ENV_FAMILIES.find((f) => f.prefixes.includes('GIT_'))!;
+    for (const name of found) {
+      assert.ok(!git.admittedEndings.some((e) => name.endsWith(e)), `git reads ${name}`);
+      assert.equal(refusedEnvName(name)?.rule, 'GIT_*', name);
+    }
   });
 });

@@ -218,6 +218,9 @@ describe('siege: mount paths over what every container has mounted already', () 
       ['/etc/hosts', '/etc/hosts'],
       ['/etc/hostname', '/etc/hostname'],
       ['/etc/resolv.conf', '/etc/resolv.conf'],
+      // A link into /proc in Debian, Ubuntu and Alpine images: runc refuses the mount.
+      ['/etc/mtab', '/etc/mtab'],
+      ['/etc/mtab/x', '/etc/mtab'],
       // Above: the runtime would have to create the kubelet's mount points inside the read-only volume.
       ['/etc', '/etc/hosts'],
       ['/var/run/secrets/kubernetes.io/serviceaccount', '/var/run/secrets/kubernetes.io/serviceaccount'],
@@ -248,6 +251,7 @@ describe('siege: mount paths over what every container has mounted already', () 
       '/devices',
       '/system',
       '/etc/hosts.d',
+      '/etc/mtab.d',
       '/etc/secrets',
       '/etc/resolv',
       '/var/run/secrets/app',
@@ -296,26 +300,173 @@ describe('siege: mount paths over what every container has mounted already', () 
     );
   });
 
-  it('a selected container’s own terminationMessagePath: refused naming the container; a container left out keeps it', () => {
-    const spec = {
+  it('a selected container’s own terminationMessagePath, absolute or not, however spelt: refused naming the container; a container left out keeps it', () => {
+    for (const terminationMessagePath of [
+      '/var/log/app/termination',
+      'var/log/app/termination',
+      '/var//log/./app/termination',
+      './var/log/app/termination',
+    ]) {
+      const spec = {
+        containers: [
+          { name: 'app', image: 'app:1' },
+          { name: 'logger', image: 'logger:1', terminationMessagePath },
+        ],
+      };
+      for (const mountPath of ['/var/log/app', '/var/log', '/var/log/app/termination'])
+        assert.ok(
+          denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }, spec)).includes(
+            `secret-agent.io/mount-path: "${mountPath}" overlaps ${JSON.stringify(terminationMessagePath)}, the terminationMessagePath of container "logger"`,
+          ),
+          `${terminationMessagePath} under ${mountPath}`,
+        );
+      // logger does not get the volume, so its termination log is no concern.
+      const pod = basicPod(
+        { ...DB, 'secret-agent.io/mount-path': '/var/log/app', 'secret-agent.io/containers': 'app' },
+        spec,
+      );
+      assertAgentsNeutral(injectedPod(pod, admitThroughWebhook(pod, CLUSTER)));
+    }
+  });
+
+  it('a selected container’s block device (volumeDevices[].devicePath) at, above or below the mount path, however spelt: refused naming the container, the device and the fix; a container left out keeps it', () => {
+    const spec = (devicePath: string) => ({
       containers: [
         { name: 'app', image: 'app:1' },
-        { name: 'logger', image: 'logger:1', terminationMessagePath: '/var/log/app/termination' },
+        { name: 'disk', image: 'disk:1', volumeDevices: [{ name: 'raw', devicePath }] },
       ],
-    };
-    for (const mountPath of ['/var/log/app', '/var/log', '/var/log/app/termination'])
+      volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }],
+    });
+    for (const [mountPath, devicePath] of [
+      ['/etc/secrets', '/etc/secrets'],
+      ['/etc/secrets', '/etc/secrets/disk'],
+      ['/etc/secrets', '/etc'],
+      ['/etc/secrets', '//etc/./secrets/'],
+      ['/etc/secrets', 'etc/secrets/disk'],
+      ['/var/run/secret-agent', '/var/run/secret-agent/x/../disk'],
+    ] as const)
       assert.match(
-        denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }, spec)),
+        denial(basicPod({ ...DB, 'secret-agent.io/mount-path': mountPath }, spec(devicePath))),
         new RegExp(
-          `secret-agent\\.io/mount-path: "${mountPath}" overlaps "/var/log/app/termination", the terminationMessagePath of container "logger".*Fix: choose another mount path`,
+          `secret-agent\\.io/mount-path: "${mountPath}" overlaps ${JSON.stringify(devicePath).replace(/[./]/g, '\\$&')}, where container "disk" has a block device \\(volumeDevices\\[0\\]\\).*Fix: choose another mount path, e\\.g\\. /var/run/secret-agent, or move the devicePath out of it`,
         ),
+        `${devicePath} against ${mountPath}`,
       );
-    // logger does not get the volume, so its termination log is no concern.
-    const pod = basicPod(
-      { ...DB, 'secret-agent.io/mount-path': '/var/log/app', 'secret-agent.io/containers': 'app' },
-      spec,
+    // Beside the mount path, or in a container left out: admitted, and the device stays where it was.
+    for (const [annotations, devicePath] of [
+      [{}, '/dev/xvdb'],
+      [{}, '/etc/secrets2'],
+      [{ 'secret-agent.io/containers': 'app' }, '/etc/secrets/disk'],
+    ] as const) {
+      const pod = basicPod({ ...DB, ...annotations }, spec(devicePath));
+      const patched = injectedPod(pod, admitThroughWebhook(pod, CLUSTER));
+      assertAgentsNeutral(patched);
+      const disk = patched.spec.containers.find((c) => c.name === 'disk')!;
+      assert.deepEqual(disk.volumeDevices, [{ name: 'raw', devicePath }]);
+    }
+  });
+});
+
+describe('siege: env names a launcher, a start script or a convention reads', () => {
+  /** The names the second review got admitted; each refused naming the annotation, the rule and the fix. */
+  const attacks = [
+    'NPM_CONFIG_NODE_OPTIONS',
+    'npm_config_node_options',
+    'CATALINA_OPTS',
+    'JAVA_OPTIONS',
+    'JVM_OPTS',
+    'ES_JAVA_OPTS',
+    'KAFKA_OPTS',
+    'MAVEN_OPTS',
+    'GRADLE_OPTS',
+    'SBT_OPTS',
+    'JAVA_ARGS',
+    'CATALINA_BASE',
+    'CATALINA_HOME',
+    'JRE_HOME',
+    'PS0',
+    'GIT_COMMON_DIR',
+    'GIT_OBJECT_DIRECTORY',
+    'GIT_ALTERNATE_OBJECT_DIRECTORIES',
+    'GIT_SSL_NO_VERIFY',
+    'GIT_SSL_CAINFO',
+    'GIT_SSL_CAPATH',
+    'ELIXIR_ERL_OPTIONS',
+    'RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS',
+    'UWSGI_EXEC_AS_ROOT',
+    'UWSGI_INI',
+    'GUNICORN_CMD_ARGS',
+    'BUN_OPTIONS',
+    'LESSOPEN',
+    'MANPAGER',
+    'SUDO_ASKPASS',
+    'RUBYGEMS_GEMDEPS',
+    'BUNDLE_GEMFILE',
+    'BUNDLE_PATH',
+    'COREPACK_NPM_REGISTRY',
+    'COREPACK_HOME',
+    'NPM_CONFIG_REGISTRY',
+    'NPM_CONFIG_SCRIPT_SHELL',
+    'PIP_INDEX_URL',
+    'PIP_EXTRA_INDEX_URL',
+    'GOFLAGS',
+    'GOTOOLCHAIN',
+    'GOPATH',
+    'LOADER_PATH',
+    'OTEL_JAVAAGENT_EXTENSIONS',
+    'TCL_LIBRARY',
+    'SASL_PATH',
+    'MAGICK_CODER_MODULE_PATH',
+    'MAGICK_CONFIGURE_PATH',
+    'KRB5_CONFIG',
+    'WGETRC',
+    'CURL_HOME',
+    'R_PROFILE',
+    'JULIA_LOAD_PATH',
+    'ASPNETCORE_HOSTINGSTARTUPASSEMBLIES',
+    'MUSL_LOCPATH',
+    'AWS_CA_BUNDLE',
+    'GRPC_DEFAULT_SSL_ROOTS_FILE_PATH',
+  ];
+
+  it('every name the second review got admitted: refused naming the annotation, the rule that matched and the fix', () => {
+    for (const name of attacks) {
+      const message = denial(basicPod({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' }));
+      assert.match(
+        message,
+        new RegExp(
+          `secret-agent\\.io/env-${name}: "${name}" (is read by|starts with [A-Z0-9_]+, which marks the names read by|contains [A-Z]+, which by convention marks|ends with [A-Z_]+, which by convention holds) .*: whoever writes the secret would choose .*Fix: give the secret a name of the app's own`,
+        ),
+        name,
+      );
+    }
+  });
+
+  it('control: npm_config_node_options runs the value’s code under npm start, and the webhook refuses that name', () => {
+    const npm = spawnSync('npm', ['--version'], { encoding: 'utf8' });
+    assert.equal(npm.status, 0, `npm is missing: apt-get install npm (${npm.error?.message})`);
+    using dir = memoryDir();
+    writeFileSync(
+      join(dir.path, 'package.json'),
+      JSON.stringify({ name: 'app', version: '1.0.0', scripts: { start: 'node -e 0' } }),
     );
-    assertAgentsNeutral(injectedPod(pod, admitThroughWebhook(pod, CLUSTER)));
+    const run = spawnSync('npm', ['start', '--silent'], {
+      cwd: dir.path,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: {
+        PATH: process.env.PATH,
+        HOME: dir.path,
+        SIEGE_MARK: 'npm-node-options-ran',
+        // What a secret's value would be: code, with no quote npm's shell could strip.
+        npm_config_node_options: '--import=data:text/javascript,console.log(process.env.SIEGE_MARK)',
+      },
+    });
+    assert.match(run.stdout, /npm-node-options-ran/, `the value's code ran: ${run.stdout}${run.stderr}`);
+    assert.match(
+      denial(basicPod({ 'secret-agent.io/env-npm_config_node_options': 'aws:prod/db' })),
+      /secret-agent\.io\/env-npm_config_node_options: "npm_config_node_options" starts with NPM_CONFIG_/,
+    );
   });
 });
 

@@ -372,42 +372,66 @@ describe('ephemeral containers of an injected pod (pods/ephemeralcontainers UPDA
     assertDenied(debug(current, [bad]), ['"debugger-bad"']);
   });
 
-  it('in a pod that shares its processes with the agent: privileged or SYS_PTRACE, in any spelling, denied; other capabilities and unshared pods allowed', () => {
+  it('privileged, or adding a capability beyond a container’s defaults and NET_ADMIN (SYS_PTRACE, SYS_ADMIN, PERFMON, BPF, ALL, in any spelling): denied naming it, whether or not the pod shares its processes', () => {
     const shared = podOf('shared process namespace');
     assert.equal(shared.spec.shareProcessNamespace, true, 'rotation-signal shares the process namespace');
-    const tracing = [
-      { capabilities: { add: ['SYS_PTRACE'] } },
-      { capabilities: { add: ['sys_ptrace'] } },
-      { capabilities: { add: ['CAP_SYS_PTRACE'] } },
-      { capabilities: { add: ['NET_ADMIN', 'ALL'] } },
-      { capabilities: { add: ['all'] } },
-      { privileged: true },
+    const unshared = podOf('files, native sidecar');
+    assert.equal(unshared.spec.shareProcessNamespace, undefined);
+    const tracing: [Record<string, unknown>, string][] = [
+      [{ capabilities: { add: ['SYS_PTRACE'] } }, 'adds "SYS_PTRACE"'],
+      [{ capabilities: { add: ['sys_ptrace'] } }, 'adds "sys_ptrace"'],
+      [{ capabilities: { add: ['CAP_SYS_PTRACE'] } }, 'adds "CAP_SYS_PTRACE"'],
+      // System-wide perf and BPF sampling reads any process's stack, across PID namespaces.
+      [{ capabilities: { add: ['PERFMON'] } }, 'adds "PERFMON"'],
+      [{ capabilities: { add: ['cap_perfmon'] } }, 'adds "cap_perfmon"'],
+      [{ capabilities: { add: ['BPF'] } }, 'adds "BPF"'],
+      [{ capabilities: { add: ['Cap_Bpf'] } }, 'adds "Cap_Bpf"'],
+      [{ capabilities: { add: ['SYS_ADMIN'] } }, 'adds "SYS_ADMIN"'],
+      [{ capabilities: { add: ['CAP_SYS_ADMIN'] } }, 'adds "CAP_SYS_ADMIN"'],
+      // What no list of the above names: the kernel, the node's files, anything unknown.
+      [{ capabilities: { add: ['SYS_MODULE'] } }, 'adds "SYS_MODULE"'],
+      [{ capabilities: { add: ['DAC_READ_SEARCH'] } }, 'adds "DAC_READ_SEARCH"'],
+      [{ capabilities: { add: ['SYS_RAWIO'] } }, 'adds "SYS_RAWIO"'],
+      [{ capabilities: { add: ['CHECKPOINT_RESTORE'] } }, 'adds "CHECKPOINT_RESTORE"'],
+      [{ capabilities: { add: ['NET_ADMIN', 'ALL'] } }, 'adds "ALL"'],
+      [{ capabilities: { add: ['all'] } }, 'adds "all"'],
+      [{ capabilities: { add: ['CHOWN', 'SYS_PTRACEX'] } }, 'adds "SYS_PTRACEX"'],
+      [{ privileged: true }, 'is privileged'],
+      [{ privileged: true, capabilities: { add: ['BPF'] } }, 'adds "BPF"'],
     ];
-    for (const securityContext of tracing) {
-      const verdict = debug(shared, [debugContainer('debugger-pt', { securityContext })]);
-      assertDenied(verdict, [
-        'ephemeral container "debugger-pt" is privileged or adds SYS_PTRACE in a pod that shares its process namespace with secret-agent’s container',
-        'Fix: debug without it (kubectl debug --profile=baseline or --profile=restricted)',
-      ]);
-      // Unshared, the debug container sees none of the agent's processes.
-      assert.deepEqual(debug(podOf('files, native sidecar'), [debugContainer('d', { securityContext })]), {
-        allowed: true,
-      });
-    }
+    for (const [securityContext, how] of tracing)
+      for (const pod of [shared, unshared]) {
+        const verdict = debug(pod, [debugContainer('debugger-pt', { securityContext })]);
+        assertDenied(verdict, [
+          `ephemeral container "debugger-pt" ${how} in a pod secret-agent injected`,
+          'Fix: debug without it (kubectl debug --profile=baseline, --profile=restricted or --profile=netadmin)',
+        ]);
+        // Targeting an app container changes nothing: the capability is the container's own.
+        assert.equal(
+          debug(pod, [debugContainer('debugger-pt', { securityContext, targetContainerName: 'app' })])
+            .allowed,
+          false,
+        );
+      }
+    // A container's defaults under containerd and CRI-O, and NET_ADMIN (the netadmin profile), in any spelling.
     for (const securityContext of [
-      { capabilities: { add: ['NET_ADMIN'] } },
-      { capabilities: { add: ['SYS_PTRACEX'] } },
+      { capabilities: { add: ['NET_ADMIN', 'NET_RAW'] } },
+      { capabilities: { add: ['cap_net_admin'] } },
+      { capabilities: { add: ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID'] } },
+      { capabilities: { add: ['CAP_SETPCAP', 'cap_setfcap', 'MKNOD', 'AUDIT_WRITE', 'SYS_CHROOT'] } },
+      { capabilities: { add: ['NET_BIND_SERVICE'] } },
       { privileged: false, runAsUser: 0 },
       { capabilities: { drop: ['ALL'] } },
+      { capabilities: { drop: ['ALL'], add: [] } },
     ])
-      assert.deepEqual(debug(shared, [debugContainer('debugger-ok', { securityContext })]), {
-        allowed: true,
-      });
-    // A shared pod the webhook never injected: not secret-agent's concern.
-    const plain = basicPod({}, { shareProcessNamespace: true });
-    assert.deepEqual(debug(plain, [debugContainer('d', { securityContext: { privileged: true } })]), {
-      allowed: true,
-    });
+      for (const pod of [shared, unshared])
+        assert.deepEqual(debug(pod, [debugContainer('debugger-ok', { securityContext })]), { allowed: true });
+    // A pod the webhook never injected, sharing or not: not secret-agent's concern.
+    for (const spec of [{ shareProcessNamespace: true }, {}]) {
+      const plain = basicPod({}, spec);
+      for (const securityContext of [{ privileged: true }, { capabilities: { add: ['SYS_ADMIN', 'BPF'] } }])
+        assert.deepEqual(debug(plain, [debugContainer('d', { securityContext })]), { allowed: true });
+    }
   });
 
   it('property: the verdict is exactly the rules’, for any mix of ephemeral containers, mounts, targets and capabilities', () => {
@@ -422,13 +446,38 @@ describe('ephemeral containers of an injected pod (pods/ephemeralcontainers UPDA
     const targets = [undefined, 'app', 'worker', AGENT_CONTAINER, AGENT_INIT_CONTAINER];
     const caps = [
       'NET_ADMIN',
+      'net_raw',
+      'CAP_CHOWN',
+      'Kill',
       'SYS_PTRACE',
       'sys_ptrace',
       'CAP_SYS_PTRACE',
       'ALL',
       'SYS_ADMIN',
+      'cap_perfmon',
+      'BPF',
+      'SYS_MODULE',
       'SYS_PTRACEX',
     ];
+    const harmless = new Set(
+      [
+        'AUDIT_WRITE',
+        'CHOWN',
+        'DAC_OVERRIDE',
+        'FOWNER',
+        'FSETID',
+        'KILL',
+        'MKNOD',
+        'NET_BIND_SERVICE',
+        'NET_RAW',
+        'SETFCAP',
+        'SETGID',
+        'SETPCAP',
+        'SETUID',
+        'SYS_CHROOT',
+        'NET_ADMIN',
+      ].flatMap((c) => [c, `CAP_${c}`]),
+    );
     const container = fc.record({
       mounts: fc.uniqueArray(fc.constantFrom(...volumes), { maxLength: 3 }),
       target: fc.constantFrom(...targets),
@@ -440,7 +489,6 @@ describe('ephemeral containers of an injected pod (pods/ephemeralcontainers UPDA
         fc.array(container, { minLength: 1, maxLength: 5 }),
         fc.constantFrom(...PODS),
         (list, { shape, pod }) => {
-          const shares = pod.spec.shareProcessNamespace === true;
           const containers = list.map((c, i) =>
             debugContainer(`debugger-${i}`, {
               ...(c.mounts.length
@@ -458,20 +506,21 @@ describe('ephemeral containers of an injected pod (pods/ephemeralcontainers UPDA
           fc.pre(list.every((c) => c.target === undefined || names.includes(c.target)));
           const mounts = list.some((c) => c.mounts.some((m) => m.startsWith('secret-agent')));
           const targets = list.some((c) => c.target === AGENT_CONTAINER || c.target === AGENT_INIT_CONTAINER);
-          const traces = list.some(
-            (c) =>
-              c.privileged ||
-              c.add.some((a) => ['SYS_PTRACE', 'CAP_SYS_PTRACE', 'ALL'].includes(a.toUpperCase())),
-          );
+          // Every pod here is injected: sharing its processes or not changes nothing.
+          const traces = list.some((c) => c.privileged || c.add.some((a) => !harmless.has(a.toUpperCase())));
           const verdict = debug(pod, containers);
-          assert.equal(
-            verdict.allowed,
-            !(mounts || targets || (shares && traces)),
-            `${shape}: ${JSON.stringify(list)}`,
-          );
+          assert.equal(verdict.allowed, !(mounts || targets || traces), `${shape}: ${JSON.stringify(list)}`);
+          if (mounts || targets || !traces) return;
+          // Only the capability rule broken: its message names the first such container and what it adds.
+          const i = list.findIndex((c) => c.privileged || c.add.some((a) => !harmless.has(a.toUpperCase())));
+          const added = list[i]!.add.find((a) => !harmless.has(a.toUpperCase()));
+          const how = added === undefined ? 'is privileged' : `adds ${JSON.stringify(added)}`;
+          assertDenied(verdict, [
+            `ephemeral container "debugger-${i}" ${how} in a pod secret-agent injected`,
+          ]);
         },
       ),
-      { numRuns: 400, seed: 37 },
+      { numRuns: 400 },
     );
   });
 });

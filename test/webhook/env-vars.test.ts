@@ -196,33 +196,48 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
       refusal(ENV, spec({ env: [{ name: 'DATABASE_URL', value: 'postgres://localhost' }] })),
       /secret-agent\.io\/env-DATABASE_URL: sets "DATABASE_URL", which container "app" sets already \(spec\.containers\[0\]\.env\)/,
     );
+    // The webhook's own, which holds a path: refused as every *DIR is.
     assert.match(
       refusal({ 'secret-agent.io/env-SECRETS_DIR': 'aws:prod/db' }),
-      /sets "SECRETS_DIR", which the webhook sets to the mount path/,
+      /secret-agent\.io\/env-SECRETS_DIR: "SECRETS_DIR" ends with DIR, which by convention holds a path/,
     );
   });
 
-  it('a name that steers a loader, a shell or a runtime: each the issue names, refused naming the variable, its reader and the fix', () => {
-    const named: [string, string, RegExp][] = [
-      ['LD_PRELOAD', 'LD_*', /the dynamic loader/],
-      ['LD_LIBRARY_PATH', 'LD_*', /the dynamic loader/],
-      ['LD_AUDIT', 'LD_*', /the dynamic loader/],
-      ['GCONV_PATH', 'GCONV_PATH', /the C library/],
-      ['BASH_ENV', 'BASH_*', /shells/],
-      ['ENV', 'ENV', /shells/],
-      ['NODE_OPTIONS', 'NODE_OPTIONS', /Node\.js/],
-      ['PATH', 'PATH', /command lookup/],
-      ['PYTHONPATH', 'PYTHON*', /Python/],
-      ['JAVA_TOOL_OPTIONS', 'JAVA_TOOL_OPTIONS', /the JVM/],
+  it('a name that steers a loader, a shell, a runtime or a launcher: each the issues name, refused naming the variable, the rule that matched and the fix', () => {
+    const named: [string, RegExp][] = [
+      ['LD_PRELOAD', /starts with LD_, which marks the names read by the dynamic loader/],
+      ['LD_LIBRARY_PATH', /starts with LD_, which marks the names read by the dynamic loader/],
+      ['LD_AUDIT', /starts with LD_/],
+      ['GCONV_PATH', /is read by the C library/],
+      ['BASH_ENV', /starts with BASH_, which marks the names read by shells/],
+      ['ENV', /is read by shells/],
+      ['NODE_OPTIONS', /is read by Node\.js/],
+      ['PATH', /is read by the process’s command lookup/],
+      ['PYTHONPATH', /starts with PYTHON, which marks the names read by Python/],
+      ['JAVA_TOOL_OPTIONS', /is read by the JVM/],
+      // The second review's: launchers, start scripts and conventions.
+      ['npm_config_node_options', /starts with NPM_CONFIG_, which marks the names read by npm/],
+      ['CATALINA_OPTS', /starts with CATALINA_, which marks the names read by the JVM/],
+      ['ACME_SERVER_OPTS', /ends with OPTS, which by convention holds a program’s options or arguments/],
+      ['GUNICORN_CMD_ARGS', /is read by Python and its launchers/],
+      ['GIT_COMMON_DIR', /starts with GIT_, which marks the names read by git/],
+      ['TCL_LIBRARY', /is read by PHP, Lua, Erlang/],
+      ['ACME_PLUGIN_LIBRARY', /ends with LIBRARY, which by convention holds a path/],
+      ['ASPNETCORE_HOSTINGSTARTUPASSEMBLIES', /is read by \.NET/],
+      ['ACME_STARTUP_SCRIPT', /contains STARTUP, which by convention marks code/],
+      [
+        'ACME_SKIP_VERIFY',
+        /ends with SKIP_VERIFY.*whom the container’s TLS trusts, and read or change its traffic/,
+      ],
       // Another case: Linux would not read it, but the rule takes every spelling.
-      ['ld_preload', 'LD_*', /the dynamic loader/],
-      ['Node_Options', 'NODE_OPTIONS', /Node\.js/],
+      ['ld_preload', /starts with LD_/],
+      ['Node_Options', /is read by Node\.js/],
     ];
-    for (const [name, entry, reader] of named) {
+    for (const [name, rule] of named) {
       const message = refusal({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
-      assert.ok(message.includes(`secret-agent.io/env-${name}: ${JSON.stringify(name)} steers `), message);
-      assert.match(message, reader, name);
-      assert.ok(message.includes(`(${JSON.stringify(entry)} is refused)`), message);
+      assert.ok(message.includes(`secret-agent.io/env-${name}: ${JSON.stringify(name)} `), message);
+      assert.match(message, rule, name);
+      assert.match(message, /: whoever writes the secret would choose /);
       assert.match(
         message,
         new RegExp(
@@ -240,27 +255,72 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
     assert.doesNotMatch(message, /env-API_TOKEN/);
   });
 
-  it('property: every declared name and prefix, in any case and with any suffix, is refused; names beside them are admitted', () => {
+  it('property: any name a declared rule matches, in any case, is refused through admission; a secret’s own names are admitted', () => {
     const entries = REFUSED_ENV_FAMILIES.flatMap((f) => [
-      ...f.names.map((n) => ({ base: n, prefix: false })),
-      ...f.prefixes.map((p) => ({ base: p, prefix: true })),
+      ...f.names.map((text) => ({ text, kind: 'name' })),
+      ...f.prefixes.filter(() => f.admittedEndings.length === 0).map((text) => ({ text, kind: 'prefix' })),
+      ...f.infixes.map((text) => ({ text, kind: 'infix' })),
+      ...f.suffixes.map((text) => ({ text, kind: 'suffix' })),
     ]);
     const recase = (text: string, flips: readonly boolean[]) =>
       [...text].map((ch, i) => (flips[i % flips.length] ? ch.toLowerCase() : ch.toUpperCase())).join('');
     const refused = fc.record({
       entry: fc.constantFrom(...entries),
-      suffix: fc.stringMatching(/^[A-Za-z0-9_]{0,12}$/),
+      head: fc.stringMatching(/^[A-Za-z][A-Za-z0-9_]{0,10}$/),
+      tail: fc.stringMatching(/^[A-Za-z0-9_]{0,10}$/),
       flips: fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
     });
     fc.assert(
-      fc.property(refused, ({ entry, suffix, flips }) => {
-        const name = recase(entry.base, flips) + (entry.prefix ? suffix : '');
+      fc.property(refused, ({ entry, head, tail, flips }) => {
+        const text = recase(entry.text, flips);
+        const name = {
+          name: text,
+          prefix: text + tail,
+          infix: head + text + tail,
+          suffix: head + text,
+        }[entry.kind]!;
         const message = refusal({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
-        assert.ok(message.includes(`secret-agent.io/env-${name}: ${JSON.stringify(name)} steers `), message);
+        assert.match(
+          message,
+          new RegExp(
+            `secret-agent\\.io/env-${name}: "${name}" (is read by|starts with|contains|ends with) .*: whoever writes the secret would choose `,
+          ),
+        );
       }),
-      { numRuns: 200 },
+      { numRuns: 150 },
     );
-    // Beside them: an app's own names that share a prefix of characters or a reader's namespace.
+    // The other side: what apps name their secrets, the readers’ namespaces included.
+    const admitted = fc.record({
+      first: fc.constantFrom(
+        'DATABASE',
+        'STRIPE',
+        'GITHUB',
+        'NODE',
+        'KAFKA_SASL_JAAS',
+        'AWS',
+        'SLACK',
+        'APP',
+      ),
+      ending: fc.constantFrom(
+        '_URL',
+        '_PASSWORD',
+        '_TOKEN',
+        '_API_KEY',
+        '_SECRET',
+        '_CONFIG',
+        '_DSN',
+        '_KEY',
+      ),
+      flips: fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+    });
+    fc.assert(
+      fc.property(admitted, ({ first, ending, flips }) => {
+        const name = recase(first + ending, flips);
+        const { app } = inject({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
+        assert.ok((app().command as string[]).includes(`--set=${name}`), name);
+      }),
+      { numRuns: 60 },
+    );
     for (const name of [
       'NODE_ENV',
       'NODE_API_TOKEN',
@@ -276,6 +336,10 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
       'CORS_ORIGIN',
       'COREDNS_KEY',
       'HTTPS_PROXY',
+      'KAFKA_SASL_JAAS_CONFIG',
+      'SLACK_WEBHOOK_URL',
+      'SECRET_KEY_BASE',
+      'OPENAI_API_BASE',
     ])
       inject({ [`secret-agent.io/env-${name}`]: 'aws:prod/db' });
   });
@@ -321,8 +385,51 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
     );
     assert.match(
       refusal(ENV, spec({ volumeMounts: [{ name: 'data', mountPath: '/' }] })),
-      /spec\.containers\[0\]\.volumeMounts\[0\]: "\/" of container "app" overlaps "\/\.secret-agent"/,
+      /spec\.containers\[0\]\.volumeMounts\[0\]: "\/" of container "app" \(its mount\) overlaps "\/\.secret-agent"/,
     );
+  });
+
+  it('the wrapper’s mount: a selected container’s block device or termination log at, above or below it, however spelt, is refused; a container left out keeps them', () => {
+    const raw = { volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }] };
+    for (const devicePath of [
+      '/.secret-agent/env-exec',
+      '/.secret-agent',
+      '//.secret-agent/',
+      '.secret-agent/x',
+      '/',
+    ])
+      assert.match(
+        refusal(ENV, { ...spec({ volumeDevices: [{ name: 'raw', devicePath }] }), ...raw }),
+        new RegExp(
+          `spec\\.containers\\[0\\]\\.volumeDevices\\[0\\]: ${JSON.stringify(devicePath).replace(/[./]/g, '\\$&')} of container "app" \\(its device\\) overlaps "/\\.secret-agent".*Fix: put it elsewhere`,
+        ),
+        devicePath,
+      );
+    for (const terminationMessagePath of [
+      '/.secret-agent/env-exec',
+      '/./.secret-agent/log',
+      '.secret-agent/log',
+    ])
+      assert.match(
+        refusal(ENV, spec({ terminationMessagePath })),
+        /spec\.containers\[0\]\.terminationMessagePath: ".*" of container "app" \(its termination log\) overlaps "\/\.secret-agent"/,
+        terminationMessagePath,
+      );
+    // Left out of secret-agent.io/containers, a container gets no wrapper, so its paths are its own.
+    const two = {
+      securityContext: { runAsUser: 1000 },
+      containers: [
+        { name: 'app', image: 'registry.example/app:1', command: COMMAND },
+        {
+          name: 'disk',
+          image: 'registry.example/disk:1',
+          terminationMessagePath: '/.secret-agent/log',
+          volumeDevices: [{ name: 'raw', devicePath: '/.secret-agent/dev' }],
+        },
+      ],
+      ...raw,
+    };
+    inject({ ...ENV, 'secret-agent.io/containers': 'app' }, two);
   });
 
   it(`more than ${MAX_ENV_VARS} variables`, () => {

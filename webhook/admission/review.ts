@@ -39,7 +39,7 @@ function checkContainers(v: unknown, path: string, required: boolean): void {
     throw new BadReviewError(`${path} is not a ${required ? 'non-empty ' : ''}list`);
   v.forEach((c: unknown, i) => {
     if (!isObject(c) || typeof c.name !== 'string') throw new BadReviewError(`${path}[${i}] has no name`);
-    for (const list of ['env', 'volumeMounts', 'ports'] as const) {
+    for (const list of ['env', 'volumeMounts', 'volumeDevices', 'ports'] as const) {
       const items = c[list];
       if (items !== undefined && (!Array.isArray(items) || !items.every(isObject)))
         throw new BadReviewError(`${path}[${i}].${list} is not a list of objects`);
@@ -95,6 +95,9 @@ function containerView(c: Record<string, unknown>): ContainerShape {
     ports: listView(c.ports, (p): ListedItem<ContainerShape['ports']> => ({
       name: p.name,
       containerPort: p.containerPort,
+    })),
+    volumeDevices: listView(c.volumeDevices, (d): ListedItem<ContainerShape['volumeDevices']> => ({
+      devicePath: d.devicePath,
     })),
     terminationMessagePath: c.terminationMessagePath,
     securityContext:

@@ -73,7 +73,7 @@ export const POD_ANNOTATIONS = {
     type: 'absolute path',
     echo: 'quote',
     default: '/etc/secrets',
-    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Taken in its normal form (`//`, `.` segments and a trailing `/` dropped); `..`, `/`, anything but ASCII letters, digits and `._~+=,@-/`, and more than 256 bytes are refused, and so is a path at, above or below what every container has mounted already: `/proc`, `/sys`, `/dev`, `/etc/hosts`, `/etc/hostname`, `/etc/resolv.conf`, the service-account and EKS token directories (`/var/run/secrets/…` and `/run/secrets/…`), `/.secret-agent` and a selected container’s `terminationMessagePath`. The agent container mounts the volume at `/secret-agent/secrets` whatever this says.',
+    doc: 'Where the secrets volume is mounted (read-only) in app containers; also the value of their `SECRETS_DIR` env var. Taken in its normal form (`//`, `.` segments and a trailing `/` dropped); `..`, `/`, anything but ASCII letters, digits and `._~+=,@-/`, and more than 256 bytes are refused, and so is a path at, above or below what every container has mounted already: `/proc`, `/sys`, `/dev`, `/etc/hosts`, `/etc/hostname`, `/etc/resolv.conf`, `/etc/mtab` (a link into /proc), the service-account and EKS token directories (`/var/run/secrets/…` and `/run/secrets/…`), `/.secret-agent`, and a selected container’s mounts, block devices (`volumeDevices`) and `terminationMessagePath`, absolute or not. The agent container mounts the volume at `/secret-agent/secrets` whatever this says.',
     parse: mountPath,
   }),
   containers: annotation({

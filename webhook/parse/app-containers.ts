@@ -2,13 +2,13 @@ import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { podContainers, type ContainerShape, type PodShape } from '../pod-shape.ts';
-import { mountsOverlap } from './mount-overlap.ts';
+import { mountsOverlap, occupiedPaths, type OccupiedPath } from './mount-overlap.ts';
 
 /**
  * The pod's own containers against what the webhook adds to them: no container takes an agent
  * container's name, no volume or mount takes the name of the webhook's volumes, `containers` names
- * containers the pod has, and the secrets volume's mount path overlaps none of the mounts of those
- * that get it.
+ * containers the pod has, and the secrets volume's mount path overlaps nothing the runtime puts into
+ * those that get it: their mounts, their block devices, their termination logs.
  */
 
 export interface AppContainers {
@@ -47,30 +47,15 @@ export function checkAppContainers(
       );
   }
   const selected = containers ? allContainers.filter((c) => containers.includes(c.name)) : allContainers;
-  if (mountPath) {
+  if (mountPath)
     for (const c of selected) {
-      const log = c.terminationMessagePath;
-      if (typeof log === 'string' && log.startsWith('/') && mountsOverlap(log, mountPath))
-        errors.push(
-          new ConfigError(
-            `${PREFIX}mount-path`,
-            `${quote(mountPath)} overlaps ${quote(log)}, the terminationMessagePath of container ${quote(c.name)}, where the kubelet mounts its termination log: the read-only volume would stop the container from starting`,
-            'choose another mount path, e.g. /var/run/secret-agent, or move terminationMessagePath out of it',
-          ),
-        );
-      const clash = (c.volumeMounts ?? []).find(
-        (m) => typeof m.mountPath === 'string' && mountsOverlap(m.mountPath, mountPath),
-      );
-      if (clash)
-        errors.push(
-          new ConfigError(
-            `${PREFIX}mount-path`,
-            `${quote(mountPath)} overlaps the mount ${quote(String(clash.mountPath))} of container ${quote(c.name)}`,
-            'choose another mount path, e.g. /var/run/secret-agent',
-          ),
-        );
+      // The first clash of each kind: one problem per thing to move, not one per mount.
+      const clashes = occupiedPaths(c).filter((p) => mountsOverlap(p.path, mountPath));
+      for (const kind of ['termination log', 'mount', 'device'] as const) {
+        const clash = clashes.find((p) => p.kind === kind);
+        if (clash) errors.push(mountPathClash(mountPath, c.name, clash));
+      }
     }
-  }
   return { mounting: selected, errors };
 }
 
@@ -108,4 +93,29 @@ function ownVolumeNameErrors(pod: PodShape): ConfigError[] {
       }),
     );
   return errors;
+}
+
+/** `secret-agent.io/mount-path` at, above or below what container `name` has at `clash`. */
+function mountPathClash(mountPath: string, name: string, clash: OccupiedPath): ConfigError {
+  const field = `${PREFIX}mount-path`;
+  switch (clash.kind) {
+    case 'termination log':
+      return new ConfigError(
+        field,
+        `${quote(mountPath)} overlaps ${quote(clash.path)}, the terminationMessagePath of container ${quote(name)}, where the kubelet mounts its termination log: the read-only volume would stop the container from starting`,
+        'choose another mount path, e.g. /var/run/secret-agent, or move terminationMessagePath out of it',
+      );
+    case 'device':
+      return new ConfigError(
+        field,
+        `${quote(mountPath)} overlaps ${quote(clash.path)}, where container ${quote(name)} has a block device (${clash.field}): the runtime would create the device inside the read-only volume, or mount the volume over it`,
+        'choose another mount path, e.g. /var/run/secret-agent, or move the devicePath out of it',
+      );
+    case 'mount':
+      return new ConfigError(
+        field,
+        `${quote(mountPath)} overlaps the mount ${quote(clash.path)} of container ${quote(name)}`,
+        'choose another mount path, e.g. /var/run/secret-agent',
+      );
+  }
 }

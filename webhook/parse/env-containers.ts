@@ -6,18 +6,17 @@ import { ENV_ANNOTATION_PREFIX } from '../annotations/env-annotations.ts';
 import type { InjectionMode } from '../annotations/values.ts';
 import type { AgentSettingRequest, EnvExecRequest } from '../injection-request.ts';
 import type { PodShape } from '../pod-shape.ts';
-import { mountsOverlap } from './mount-overlap.ts';
+import { mountsOverlap, occupiedPaths } from './mount-overlap.ts';
 
 /**
  * Which app containers run their command through the env wrapper, and whether each can: the wrapper
  * execs the command the pod spec names, so a container must name one (the webhook cannot see an
- * image's entrypoint); a variable the container sets already, or the webhook's own SECRETS_DIR, would
- * be two values for one name; the wrapper must exist before the app starts, which a classic sidecar
- * alone does not promise.
+ * image's entrypoint); a variable the container sets already would be two values for one name (the
+ * webhook's own SECRETS_DIR ends in DIR, a name no secret may set: agent/contract/refused-env-names.ts);
+ * the wrapper must exist before the app starts, which a classic sidecar alone does not promise. Nothing
+ * of the container's may sit at, above or below the wrapper's mount: a volume, a block device or its
+ * termination log.
  */
-
-/** The env var the webhook sets in app containers (render/pod-patch.ts SECRETS_DIR_ENV). */
-const WEBHOOK_SET = 'SECRETS_DIR';
 
 export interface EnvContainers {
   readonly envExec?: EnvExecRequest;
@@ -79,16 +78,17 @@ export function planEnvContainers(
         );
         return;
       }
-      (c.volumeMounts ?? []).forEach((m, j) => {
-        if (typeof m.mountPath === 'string' && mountsOverlap(m.mountPath, ENV_EXEC_APP_DIR))
+      // A mount, a block device or the termination log there hides the wrapper the command is, or
+      // makes the runtime create a mount point inside its read-only volume.
+      for (const p of occupiedPaths(c))
+        if (mountsOverlap(p.path, ENV_EXEC_APP_DIR))
           errors.push(
             new ConfigError(
-              `${where}.volumeMounts[${j}]`,
-              `${quote(m.mountPath)} of container ${quote(c.name)} overlaps ${quote(ENV_EXEC_APP_DIR)}, where the webhook mounts the env wrapper for ${some}`,
-              `mount it elsewhere, or leave the container out with ${PREFIX}containers`,
+              `${where}.${p.field}`,
+              `${quote(p.path)} of container ${quote(c.name)} (its ${p.kind}) overlaps ${quote(ENV_EXEC_APP_DIR)}, where the webhook mounts the env wrapper for ${some}`,
+              `${p.kind === 'mount' ? 'mount it' : 'put it'} elsewhere, or leave the container out with ${PREFIX}containers`,
             ),
           );
-      });
       const own = new Set((c.env ?? []).map((e) => e.name).filter((n) => typeof n === 'string'));
       for (const name of names)
         if (own.has(name))
@@ -101,14 +101,6 @@ export function planEnvContainers(
           );
       planned.push({ field, index, command: command as string[] });
     });
-  if (names.includes(WEBHOOK_SET))
-    errors.push(
-      new ConfigError(
-        key(WEBHOOK_SET),
-        `sets ${quote(WEBHOOK_SET)}, which the webhook sets to the mount path`,
-        'name the variable something else',
-      ),
-    );
 
   const warnings: string[] = [];
   const sidecar = input.mode === 'sidecar' || input.mode === 'init+sidecar';

@@ -24,3 +24,37 @@ export function mountsOverlap(a: string, b: string): boolean {
   const [x, y] = [normalPath(a), normalPath(b)];
   return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
 }
+
+/** A path where the runtime puts something of a container's own, and the spec field that asks for it. */
+export interface OccupiedPath {
+  readonly path: string;
+  /** The field under the container: `volumeMounts[0]`, `volumeDevices[1]`, `terminationMessagePath`. */
+  readonly field: string;
+  readonly kind: 'mount' | 'device' | 'termination log';
+}
+
+/**
+ * Every path where the runtime mounts or creates something for container `c`: its volume mounts, its
+ * block devices (`volumeDevices[].devicePath`) and the termination log the kubelet mounts at
+ * `terminationMessagePath`. A mount of the webhook's at, above or below one of them hides it or makes
+ * the runtime create a mount point inside a read-only volume. A path that is not absolute is taken as
+ * the runtime takes it, from the container's root: normalPath does so.
+ */
+export function occupiedPaths(c: {
+  readonly volumeMounts?: readonly { readonly mountPath?: unknown }[];
+  readonly volumeDevices?: readonly { readonly devicePath?: unknown }[];
+  readonly terminationMessagePath?: unknown;
+}): OccupiedPath[] {
+  const paths: OccupiedPath[] = [];
+  (c.volumeMounts ?? []).forEach((m, j) => {
+    if (typeof m.mountPath === 'string')
+      paths.push({ path: m.mountPath, field: `volumeMounts[${j}]`, kind: 'mount' });
+  });
+  (c.volumeDevices ?? []).forEach((d, j) => {
+    if (typeof d.devicePath === 'string')
+      paths.push({ path: d.devicePath, field: `volumeDevices[${j}]`, kind: 'device' });
+  });
+  if (typeof c.terminationMessagePath === 'string' && c.terminationMessagePath !== '')
+    paths.push({ path: c.terminationMessagePath, field: 'terminationMessagePath', kind: 'termination log' });
+  return paths;
+}

@@ -78,7 +78,8 @@ export function readAnnotations(
 
 /**
  * Why `secret-agent.io/env-<variable>` names no variable a secret may set: not a name a shell can read,
- * or one a loader, a shell or a runtime reads to choose code (agent/contract/refused-env-names.ts).
+ * or one a loader, a shell, a runtime or a launcher reads to choose code or trust, by name or by convention
+ * (agent/contract/refused-env-names.ts, which words the rule that matched).
  */
 function envNameError(key: string, variable: string): ConfigError | undefined {
   if (!ENV_NAME.test(variable))
@@ -91,7 +92,7 @@ function envNameError(key: string, variable: string): ConfigError | undefined {
   if (refused === undefined) return undefined;
   return new ConfigError(
     key,
-    `${quote(variable)} steers ${refused.family.readBy} (${quote(refused.entry)} is refused): whoever writes the secret would choose what code the container runs`,
+    `${quote(variable)} ${refused.reason}: whoever writes the secret would ${refused.consequence}`,
     `give the secret a name of the app's own, e.g. ${PREFIX}env-DATABASE_URL; if the app needs ${variable}, set it in the container's env, where the pod's author chooses it (a path or an option is not a secret). docs/env.md lists every refused name`,
   );
 }

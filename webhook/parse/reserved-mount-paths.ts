@@ -10,7 +10,8 @@ import { mountsOverlap } from './mount-overlap.ts';
  * devices, its name resolution, its service-account token) and under or above one it makes the runtime
  * create a mount point inside a read-only tmpfs, which fails the container's start. `/var/run` is a
  * link to `/run` in most images, and the runtime follows links inside the image when it mounts: both
- * spellings are listed. Each is compared in its normal form (mount-overlap.ts).
+ * spellings are listed, and so is `/etc/mtab`, a link into /proc in most images. Each is compared in its
+ * normal form (mount-overlap.ts). Links an app's own image adds cannot be seen at admission.
  */
 
 /** Both spellings of a path under /var/run. */
@@ -29,6 +30,12 @@ export const RESERVED_MOUNT_PATHS: readonly { readonly path: string; readonly ho
   { path: '/etc/hosts', holds: 'the kubelet’s hosts file' },
   { path: '/etc/hostname', holds: 'the kubelet’s hostname file' },
   { path: '/etc/resolv.conf', holds: 'the kubelet’s DNS configuration' },
+  // A link into /proc: the runtime resolves a mount's destination inside the image and refuses one in /proc.
+  {
+    path: '/etc/mtab',
+    holds:
+      'a link to /proc/self/mounts (Debian, Ubuntu, Alpine, BusyBox and most images), where the runtime refuses to mount',
+  },
   ...withRunSpelling(DEFAULT_SERVICE_ACCOUNT_DIR).map((path) => ({
     path,
     holds: 'the pod’s service-account token, which the kubelet mounts',
