@@ -19,8 +19,16 @@ export interface ContainerShape {
   readonly volumeDevices?: readonly { readonly devicePath?: unknown }[];
   /** Where the kubelet mounts the termination log (default /dev/termination-log): no mount path over it. */
   readonly terminationMessagePath?: unknown;
-  /** Who the container runs as, where its spec says (the image's USER decides otherwise). */
-  readonly securityContext?: { readonly runAsUser?: unknown; readonly runAsGroup?: unknown };
+  /**
+   * Who the container runs as, where its spec says (the image's USER decides otherwise), and what
+   * privileges would let it read the agent's processes (parse/risk-warnings.ts processPeekWarnings).
+   */
+  readonly securityContext?: {
+    readonly runAsUser?: unknown;
+    readonly runAsGroup?: unknown;
+    readonly privileged?: unknown;
+    readonly capabilities?: { readonly add?: unknown };
+  };
 }
 
 /**
@@ -43,6 +51,8 @@ export interface PodShape {
     readonly initContainers?: readonly ContainerShape[];
     readonly volumes?: readonly VolumeShape[];
     readonly shareProcessNamespace?: boolean;
+    /** The node's process namespace: every container sees the agent's processes, as with shareProcessNamespace. */
+    readonly hostPID?: unknown;
     readonly restartPolicy?: unknown;
     readonly automountServiceAccountToken?: unknown;
     readonly securityContext?: {

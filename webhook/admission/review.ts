@@ -105,6 +105,8 @@ function containerView(c: Record<string, unknown>): ContainerShape {
       ({
         runAsUser: security.runAsUser,
         runAsGroup: security.runAsGroup,
+        privileged: security.privileged,
+        capabilities: isObject(security.capabilities) ? { add: security.capabilities.add } : undefined,
       } satisfies Listed<NonNullable<ContainerShape['securityContext']>>),
   };
   return view;
@@ -167,6 +169,7 @@ function podView(pod: Record<string, unknown>): PodShape {
     initContainers: listView(spec.initContainers, containerView),
     volumes: listView(spec.volumes, volumeView),
     shareProcessNamespace: spec.shareProcessNamespace as boolean | undefined,
+    hostPID: spec.hostPID,
     restartPolicy: spec.restartPolicy,
     automountServiceAccountToken: spec.automountServiceAccountToken,
     securityContext:

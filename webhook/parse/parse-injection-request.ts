@@ -1,7 +1,7 @@
 import { ConfigErrors, type ConfigError } from '../../agent/contract/errors.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
-import type { PodShape } from '../pod-shape.ts';
+import { podContainers, type PodShape } from '../pod-shape.ts';
 import { checkAgentContainer } from './agent-container-policy.ts';
 import { agentHttpPort } from './agent-http-port.ts';
 import { agentResources } from './agent-resources.ts';
@@ -15,7 +15,7 @@ import { chosenModes, planFileAccess } from './plan-file-access.ts';
 import { providerEnv } from './provider-env.ts';
 import { checkProviderPrerequisites } from './provider-prerequisites.ts';
 import { podValueReader, readAnnotations } from './read-annotations.ts';
-import { riskWarnings } from './risk-warnings.ts';
+import { processPeekWarnings, riskWarnings } from './risk-warnings.ts';
 import { runToCompletion } from './run-to-completion.ts';
 import { chooseSidecarProcess } from './sidecar-process.ts';
 
@@ -132,6 +132,11 @@ export function parseInjectionRequest(
       ...fileAccess.warnings,
       ...signalWarnings(processes.signal, fileAccess.access),
       ...riskWarnings(values.pod, values.files, sidecar),
+      ...processPeekWarnings({
+        sharesProcesses:
+          processes.share || pod.spec.shareProcessNamespace === true || pod.spec.hostPID === true,
+        containers: podContainers(pod),
+      }),
       ...resourceWarnings,
       ...providers.warnings,
       ...envContainers.warnings,

@@ -34,3 +34,60 @@ export function riskWarnings(podValues: PodValues, fileValues: FileValues, sidec
     }
   return warnings;
 }
+
+/**
+ * Privileges that pass the kernel's checks by which another process of the agent's uid and gid is
+ * refused the agent's processes (its programs are execute-only: images/execute-only.ts). SYS_PTRACE
+ * opens their /proc files and memory, where the container sees them (a shared process namespace or
+ * hostPID); PERFMON, SYS_ADMIN and BPF sample or probe any process's memory on the node through perf
+ * or BPF, whatever namespace it is in, and so does a privileged container. Runtimes give none of them.
+ */
+const PEEKING_WHEN_SHARED = ['SYS_PTRACE'] as const;
+const PEEKING_ANYWHERE = ['SYS_ADMIN', 'PERFMON', 'BPF'] as const;
+
+/** What processPeekWarnings reads of the pod: whether it shares processes, and each container's privileges. */
+export interface ProcessPeekInput {
+  /** shareProcessNamespace, the pod's or turned on by the webhook (rotation-signal, exit-with-process), or hostPID. */
+  readonly sharesProcesses: boolean;
+  readonly containers: readonly {
+    readonly name: string;
+    readonly securityContext?: {
+      readonly privileged?: unknown;
+      readonly capabilities?: { readonly add?: unknown };
+    };
+  }[];
+}
+
+/**
+ * A container of the pod that can read the agent's processes. Allowed (debuggers and profilers need
+ * it: the pod's author asked), with a warning naming it: what the agent holds (a Vault token, cloud
+ * credentials, the secrets) is then that container's too. Ephemeral containers, which nobody reviews
+ * at CREATE, are refused the same privileges outright (deploy/base/admission-policies.yaml).
+ */
+export function processPeekWarnings(input: ProcessPeekInput): string[] {
+  const warnings: string[] = [];
+  for (const c of input.containers) {
+    const sc = c.securityContext;
+    const added = Array.isArray(sc?.capabilities?.add)
+      ? sc.capabilities.add
+          .filter((a): a is string => typeof a === 'string')
+          .map((a) => a.toUpperCase().replace(/^CAP_/, ''))
+      : [];
+    const peeking = added.includes('ALL')
+      ? ['ALL']
+      : [...(input.sharesProcesses ? PEEKING_WHEN_SHARED : []), ...PEEKING_ANYWHERE].filter((cap) =>
+          added.includes(cap),
+        );
+    const what =
+      sc?.privileged === true
+        ? 'is privileged'
+        : peeking.length > 0
+          ? `adds ${peeking.join(', ')}`
+          : undefined;
+    if (what)
+      warnings.push(
+        `secret-agent: container "${c.name}" ${what}: it can read the agent's memory, environment and open files (its Vault token, cloud credentials, every secret), which no other container of the pod can. Drop that from the container${input.sharesProcesses ? ", or keep the pod's processes apart (shareProcessNamespace and hostPID off; rotation-http-url or rotation-sentinel-file instead of rotation-signal)" : ''}.`,
+      );
+  }
+  return warnings;
+}
