@@ -12,7 +12,11 @@ import { DNS_SUBDOMAIN } from './kubernetes-names.ts';
 /** Where the agent containers see the helpers: the agent's default EXEC_HELPERS_DIR, so no env is needed. */
 export const HELPERS_MOUNT_PATH = DEFAULT_HELPERS_DIR;
 
-/** r-xr-xr-x: a ConfigMap's files are root's, and the agent runs as another user. */
+/**
+ * r-xr-xr-x: a ConfigMap's files are root's, the agent runs as another user, and Node reads a
+ * #!/nodejs/bin/node script (safe readable: its interpreter is execute-only). A ConfigMap of binaries
+ * takes 0511 (329): the agent refuses a binary its user can read (docs/exec-helpers.md).
+ */
 const DEFAULT_MODE = 0o555;
 
 export type ExecHelpersVolume =
@@ -78,13 +82,15 @@ export function parseExecHelpersVolume(text: string, field: string): ExecHelpers
     throw new ConfigError(
       field,
       'configMap.defaultMode is not a file mode (a whole number from 0 to 511)',
-      'leave it out for 0555, or write 365 (0555 in decimal: JSON has no octal)',
+      'leave it out for 0555 (#!/nodejs/bin/node scripts), or write 329 for 0511 (a ConfigMap of binaries): JSON has no octal',
     );
-  if ((mode & 0o005) !== 0o005)
+  // Every user executes; reading is for scripts only (0555): a binary the agent can read is one it
+  // refuses to run (0511), so either is taken.
+  if ((mode & 0o001) === 0)
     throw new ConfigError(
       field,
-      `configMap.defaultMode ${mode} (0${mode.toString(8)}) does not let every user read and execute the helpers, and the agent runs as the pod's user, not the files' owner`,
-      'leave it out for 0555, or write 365 (0555 in decimal: JSON has no octal)',
+      `configMap.defaultMode ${mode} (0${mode.toString(8)}) does not let every user read and execute the helpers (scripts, 0555) or execute them (binaries, 0511), and the agent runs as the pod's user, not the files' owner`,
+      'leave it out for 0555 (#!/nodejs/bin/node scripts), or write 329 for 0511 (a ConfigMap of binaries): JSON has no octal',
     );
   return { configMap: { name, defaultMode: mode } };
 }

@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { ConfigError, ConfigErrors, quote } from '../contract/errors.ts';
 import type { Logger } from '../log.ts';
+import { ownProgramReadable, readableProgram } from '../providers/exec/readable-program.ts';
 import type { Notifier, NotifyOutcome, RotationEvent } from './notifier.ts';
 
 export interface RunCommandOptions {
@@ -20,21 +23,80 @@ export function commandArgv(command: string): string[] {
   return argv;
 }
 
+/** Where execvp finds `program` on `path` (from `cwd`), or undefined when nothing there runs. */
+function programPath(program: string, path: string, cwd: string): string | undefined {
+  const candidates = program.includes('/')
+    ? [program]
+    : path.split(':').map((dir) => `${dir === '' ? '.' : dir}/${program}`);
+  for (const candidate of candidates) {
+    const full = candidate.startsWith('/') ? candidate : `${cwd}/${candidate}`;
+    try {
+      accessSync(full, constants.X_OK);
+      if (statSync(full).isFile()) return full;
+    } catch {
+      // Not there or not executable: execvp goes on to the next directory too.
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Why running argv[0] would be a process other processes of the agent's uid can read (an app in a
+ * shared-PID pod: the command's memory, and the agent's files through /proc/PID/root), or undefined.
+ * As for exec: helpers (agent/providers/exec/readable-program.ts): held to the agent's own standard,
+ * so only checked where the agent's own program is closed to its user (the image). `node` is the
+ * agent's own Node, closed too; a program the command's PATH does not find is left to the run.
+ */
+function readableCommand(program: string): ConfigError | undefined {
+  if (ownProgramReadable()) return undefined;
+  const cwd = process.cwd();
+  const path = programPath(program, process.env.PATH ?? DEFAULT_PATH, cwd);
+  if (path === undefined) return undefined;
+  const readable = readableProgram(path, cwd);
+  if (readable === undefined) return undefined;
+  const uid = process.getuid?.() ?? '?';
+  const fix =
+    'run a script with the agent’s own Node, which is execute-only (ROTATION_COMMAND=node /path/to/reload.mjs), or make the program root’s and execute-only, mode 0511';
+  return readable.kind === 'program'
+    ? new ConfigError(
+        'ROTATION_COMMAND',
+        `runs ${quote(path)}, which the agent's uid ${uid} can read: its process could be read by another container of the pod (its environment, memory, and the agent's files through /proc)`,
+        fix,
+      )
+    : new ConfigError(
+        'ROTATION_COMMAND',
+        `runs ${quote(path)}, a script whose #! interpreter ${quote(readable.interpreter)} the agent's uid ${uid} can read: its process could be read by another container of the pod (its environment, memory, and the agent's files through /proc)`,
+        fix,
+      );
+}
+
 /**
  * ROTATION_COMMAND: runs a program in the agent's container, without a shell, with an environment
  * of PATH and SECRETS_ROTATED_FILES (comma-separated changed files) only, so nothing else of the
  * agent's environment (credentials) leaks into it. Exit 0 is success. Its output is discarded: it
- * may print what it read, and the agent's log must never hold a secret.
+ * may print what it read, and the agent's log must never hold a secret. A program the agent's user
+ * can read is refused (readableCommand): at start-up (ConfigErrors) and again before each run.
  */
 export function createRunCommandNotifier(options: RunCommandOptions, log: Logger): Notifier {
   const argv = commandArgv(options.command);
   const timeoutMs = options.timeoutMs ?? 30_000;
   const killGraceMs = options.killGraceMs ?? 2000;
   const commandLog = log.child({ notifier: 'command', program: argv[0] });
+  const refused = readableCommand(argv[0]!);
+  if (refused) throw new ConfigErrors([refused]);
 
   const run = (event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome> =>
     new Promise((resolve) => {
       if (signal.aborted) return resolve({ ok: false, reason: 'aborted' });
+      // What it names may have changed since start-up (a program on a volume).
+      const nowReadable = readableCommand(argv[0]!);
+      if (nowReadable) {
+        commandLog.warn(
+          { problem: nowReadable.problem, fix: nowReadable.fix },
+          'rotation: the command was refused',
+        );
+        return resolve({ ok: false, reason: 'permission-denied' });
+      }
       let stopped: 'timeout' | 'aborted' | undefined;
       let killTimer: NodeJS.Timeout | undefined;
       const child = spawn(argv[0]!, argv.slice(1), {

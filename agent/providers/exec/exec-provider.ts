@@ -260,7 +260,7 @@ function spawnError(e: NodeJS.ErrnoException, helper: string): ProviderError {
       return new ProviderError(
         'permission-denied',
         `helper ${helper} could not be started (EACCES)`,
-        'give it mode 0555 on a volume mounted without noexec, and make its #! interpreter executable',
+        'give a script mode 0555 and a binary 0511, on a volume mounted without noexec, and make a script’s #! interpreter executable',
         { transient: false },
       );
     case 'ENOEXEC':
