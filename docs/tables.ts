@@ -274,12 +274,17 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
         [
           'Connections held at once',
           String(l.maxConnections),
-          `the oldest that has sent no request is ${refused('full')} (the newcomer, if every one has)`,
+          `a request that has arrived is answered first; then one past its grace that has sent none, from the address holding the most such, the oldest of those, is ${refused('full')}`,
         ],
         [
-          'Connections held from one address',
+          'A connection’s grace, from its handshake (Node: its accept)',
+          `${l.graceMs} ms`,
+          `within it, a connection is not closed to make room: newcomers wait in the kernel’s queue (${l.residentListenBacklog} long) until a grace ends (the small sidecar), or up to ${l.maxInGrace} are held beyond the ${l.maxConnections}, the oldest going first past that (the Node agent, its queue ${l.listenBacklog} long)`,
+        ],
+        [
+          'Connections held from one address, past their grace',
           String(l.maxPerSource),
-          `the newcomer is ${refused('per-source')}`,
+          `its newcomer closes its own oldest that has sent no request (${refused('per-source')}); a newcomer within its grace is never refused for its address (the node’s may be shared)`,
         ],
         [
           'Time to a connection’s first complete request',

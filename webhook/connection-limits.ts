@@ -32,6 +32,22 @@ export const MAX_CONNECTIONS_PER_SOURCE = 64;
  */
 export const FIRST_REQUEST_MS = 5_000;
 
+/**
+ * A connection's first moments, from its TCP accept: within them it is closed to make room only for a
+ * cap of MAX_CONNECTIONS passed by newcomers (never before it has been read once), after those past
+ * theirs. The API server's TLS handshake and call take a few milliseconds inside a cluster; a tenant's
+ * connections that keep the port full, from however many addresses, go first once theirs have ended.
+ */
+export const CONNECTION_GRACE_MS = 1_000;
+
+/**
+ * Newcomers within their grace held beyond MAX_CONNECTIONS: none. Every connection the webhook holds
+ * is counted in its memory bound (CONNECTION_BYTES each) and in the body budget's slots, so past
+ * MAX_CONNECTIONS a newcomer within its grace makes room too (the oldest, from the address holding the
+ * most without a request), but never one not read yet.
+ */
+export const MAX_CONNECTIONS_IN_GRACE = 0;
+
 /** A later request's headers, on a keep-alive connection. */
 export const HEADERS_TIMEOUT_MS = 5_000;
 

@@ -27,6 +27,7 @@ import {
 import {
   ANSWER_DEADLINE_MS,
   CONNECTION_BYTES,
+  CONNECTION_GRACE_MS,
   FIRST_REQUEST_MS,
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
@@ -93,13 +94,13 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'Connections held at once',
     limit: String(MAX_CONNECTIONS),
-    past: 'the oldest that has sent no request is closed for the newcomer, else the oldest idle one; when every one is busy with a request, the newcomer',
+    past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; else the oldest idle between requests; when every one is busy with a request, the newcomer. None is closed before it has been read once`,
     why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
   },
   {
     what: 'Connections held at once from one address',
     limit: String(MAX_CONNECTIONS_PER_SOURCE),
-    past: 'that address’s oldest connection idle between requests is closed for the newcomer; when there is none, the newcomer, before any TLS handshake',
+    past: 'that address’s oldest connection past its grace that has sent no request, else its oldest idle between requests, is closed for the newcomer; a newcomer within its grace is never refused for its address (the node’s, whose kubelet probes, may be shared)',
     why: 'One pod cannot take the rest. Behind Konnectivity all API server calls come from one or a few addresses: only its calls in progress count against this.',
   },
   {

@@ -9,10 +9,12 @@ import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS, type HeldBytes } from 
 import type { InjectionDefaults } from './config/injection-defaults.ts';
 import {
   ANSWER_DEADLINE_MS,
+  CONNECTION_GRACE_MS,
   FIRST_REQUEST_MS,
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
   MAX_CONNECTIONS,
+  MAX_CONNECTIONS_IN_GRACE,
   MAX_CONNECTIONS_PER_SOURCE,
   REQUEST_TIMEOUT_MS,
 } from './connection-limits.ts';
@@ -94,6 +96,8 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       maxConnections: MAX_CONNECTIONS,
       maxPerSource: MAX_CONNECTIONS_PER_SOURCE,
       firstRequestMs: FIRST_REQUEST_MS,
+      graceMs: CONNECTION_GRACE_MS,
+      maxInGrace: MAX_CONNECTIONS_IN_GRACE,
       replaceIdle: true,
     },
     (reason, source) => {

@@ -26,9 +26,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +43,17 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Every limit, in one place. The HTTP ones mirror agent/serve/connection-guard.ts. */
+/* Every limit, in one place. The HTTP ones are AGENT_PORT_LIMITS' (agent/serve/health-server.ts; a test checks). */
 #define MAX_CONNS 64          /* connections held at once */
-#define MAX_PER_SOURCE 16     /* ... from one source address */
+#define MAX_PER_SOURCE 16     /* ... from one source address, but for newcomers within their grace */
+#define GRACE_MS 200          /* from its handshake, a connection is never closed to make room */
 #define FIRST_REQUEST_MS 3000 /* to send a complete request head */
 #define WRITE_MS 10000        /* to take the answer */
 #define LINGER_MS 1000        /* to read unread input after the answer, so closing does not reset it */
 #define HEAD_MAX 4096         /* request head; also the slot's answer buffer */
 #define ACCEPT_PAUSE_MS 100   /* after EMFILE/ENFILE: stop accepting, do not spin */
+#define ACCEPT_BATCH 256      /* accepts per turn of the loop: the rest of it runs between batches */
+#define LISTEN_BACKLOG 4096   /* the kernel's queue (capped at net.core.somaxconn, 4096 by default) */
 #define OUTCOME_LINE_MAX 64          /* an outcome line */
 #define METRICS_MAX (256 * 1024)
 #define STATE_MAX (1024 * 1024)
@@ -61,10 +66,11 @@
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 300000L
 #define MAGIC "secret-agent-outcome 1"
-#define HTTP_REFUSED_HELP                                                                          \
-  "Connections to the agent's port it closed unserved, by reason: per-source (its address already held "  \
-  "its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, "  \
-  "when none had), no-request (no complete request within the deadline)."
+#define HTTP_REFUSED_HELP \
+  "Connections to the agent's port it closed unserved, by reason: per-source (to make room, while its " \
+  "address held more than its share), full (to make room when the port was full: one that had sent " \
+  "nothing, those past their grace first, from the address holding the most such), no-request (no " \
+  "complete request within the deadline)."
 
 typedef struct { size_t refs, len; char data[]; } blob; /* refs: answers still sending it */
 
@@ -101,7 +107,7 @@ static struct conn {
   int fd, phase;
   unsigned char src[16]; /* IPv4 as v4-mapped IPv6 */
   uint64_t seq;
-  int64_t deadline;
+  int64_t born, deadline; /* born: its handshake, by the kernel's clock (it may have waited in the queue) */
   size_t len, head, sent; /* READ: len = bytes read; WRITE: buf = head bytes then tail bytes */
   blob *body;
   int head_only, eof;
@@ -181,7 +187,7 @@ static void open_listener(void) {
   setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   struct sockaddr *sa = v6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4;
   socklen_t sl = v6 ? sizeof a6 : sizeof a4;
-  if (listener < 0 || bind(listener, sa, sl) || listen(listener, 512)) {
+  if (listener < 0 || bind(listener, sa, sl) || listen(listener, LISTEN_BACKLOG)) {
     int e = errno;
     config_error("AGENT_HTTP_ADDR", addr,
                  e == EADDRINUSE ? "is already in use (EADDRINUSE): another container of the pod listens there"
@@ -563,37 +569,135 @@ static void conn_write(struct conn *c) {
   }
 }
 
+/*
+ * Which connections the port keeps when it is full (issue 37). A kubelet probe writes its request as soon
+ * as it is connected, so by the time its connection is accepted the request has usually arrived, and it
+ * is answered at once without taking a place (accept_conns). If it has not arrived yet, the connection
+ * is within its grace: no connection is closed to make room in its first GRACE_MS after its handshake,
+ * and the port accepts only while it has room for one more (a free place, or one past its grace), so a
+ * newcomer is never closed in the same round it was accepted. When every place is within its grace, the
+ * port stops accepting until the first grace ends: what waits in the kernel's queue meanwhile keeps its
+ * bytes, and a probe's complete request is answered when it is accepted. A newcomer that already spent
+ * its grace in the queue without sending a request is closed at once when the port is full, without
+ * costing anyone a place. None of this needs to know any address: it holds for any number of sources.
+ */
+static int past_grace(const struct conn *c, int64_t now) {
+  return c->phase != C_FREE && now - c->born >= GRACE_MS;
+}
+
+/* Room for one more: a free place, or one that may be taken (past its grace). */
+static int room(int64_t now) {
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (conns[i].phase == C_FREE || past_grace(&conns[i], now)) return 1;
+  return 0;
+}
+
+/* When the first place's grace ends: the port may accept again then. */
+static int64_t first_grace_end(void) {
+  int64_t t = INT64_MAX;
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (conns[i].phase != C_FREE && conns[i].born + GRACE_MS < t) t = conns[i].born + GRACE_MS;
+  return t;
+}
+
+/* How long ago the connection's handshake completed, by the kernel's clock: for one that has sent
+ * nothing, the time since its handshake (its wait in the queue included); since its last byte, for one
+ * that has (never more than its age, so its grace is never cut short). */
+static int64_t kernel_age_ms(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || len < offsetof(struct tcp_info, tcpi_last_ack_recv))
+    return 0;
+  return ti.tcpi_last_data_recv;
+}
+
+/* The place to take for a newcomer: one past its grace, still reading its request, from `src` if given,
+ * else from the address holding the most such, the oldest of those; else (not for `src`) the oldest
+ * answer in progress past its grace. Each candidate is read first: a request that arrived since the last
+ * poll is answered, not closed. -1: none. The place returned may have been freed by that read. */
+static int make_room(int64_t now, const unsigned char *src) {
+  for (int tries = 0; tries <= MAX_CONNS; tries++) {
+    int best = -1, best_count = 0, answering = -1;
+    for (int i = 0; i < MAX_CONNS; i++) {
+      struct conn *c = &conns[i];
+      if (!past_grace(c, now)) continue;
+      if (c->phase != C_READ) {
+        if (!src && (answering < 0 || c->born < conns[answering].born)) answering = i;
+        continue;
+      }
+      if (src && memcmp(c->src, src, 16)) continue;
+      int count = 0;
+      for (int k = 0; k < MAX_CONNS; k++)
+        count += conns[k].phase == C_READ && !memcmp(conns[k].src, c->src, 16);
+      if (best < 0 || count > best_count || (count == best_count && c->seq < conns[best].seq))
+        best = i, best_count = count;
+    }
+    if (best < 0) return answering;
+    conn_read(&conns[best]);
+    if (conns[best].phase == C_WRITE) conn_write(&conns[best]);
+    if (conns[best].phase == C_READ || conns[best].phase == C_FREE) return best;
+  }
+  return -1;
+}
+
+static struct conn incoming; /* a newcomer, read before it is given a place: it may never need one */
+
+/* Gives the newcomer (`incoming`, not answered in full yet) a place, or closes it. An address past its
+ * share (MAX_PER_SOURCE) makes room from its own connections past their grace; one within its grace is
+ * never refused for its address (the node's may be shared: hostNetwork pods, traffic SNATed to it), so
+ * an address holds more than its share only with connections in their first GRACE_MS. A connection
+ * closed while its address holds more than its share counts as per-source, else as full. */
+static void place(int64_t now) {
+  struct conn *in = &incoming;
+  int held = 0, free_slot = -1, v = -1;
+  int waiting = in->phase == C_READ, young = !waiting || now - in->born < GRACE_MS;
+  for (int i = 0; i < MAX_CONNS; i++) {
+    if (conns[i].phase == C_FREE) free_slot = free_slot < 0 ? i : free_slot;
+    else held += !memcmp(conns[i].src, in->src, 16);
+  }
+  if (waiting && held >= MAX_PER_SOURCE) v = make_room(now, in->src);
+  if (v < 0 && !young && (held >= MAX_PER_SOURCE || free_slot < 0)) /* it spent its grace in the queue */
+    return refuse(in, held >= MAX_PER_SOURCE ? 0 : 1);
+  if (v < 0) v = free_slot >= 0 ? free_slot : make_room(now, NULL);
+  if (v < 0) return refuse(in, 1); /* never: the port accepts only with room */
+  if (conns[v].phase != C_FREE) { /* per-source while its address holds more than its share, the newcomer counted */
+    int its = !memcmp(conns[v].src, in->src, 16);
+    for (int i = 0; i < MAX_CONNS; i++) its += conns[i].phase != C_FREE && !memcmp(conns[i].src, conns[v].src, 16);
+    refuse(&conns[v], its > MAX_PER_SOURCE ? 0 : 1);
+  }
+  conns[v] = *in;
+  in->phase = C_FREE, in->fd = -1, in->body = NULL;
+}
+
 static void accept_conns(void) {
-  for (int round = 0; round < MAX_CONNS; round++) {
+  for (int round = 0; round < ACCEPT_BATCH; round++) {
+    int64_t now = now_ms();
+    if (!room(now)) return; /* the loop leaves the listener out until a grace ends */
     struct sockaddr_in6 peer;
     socklen_t pl = sizeof peer;
     int fd = accept4(listener, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-        accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
+        accept_paused_until = now + ACCEPT_PAUSE_MS;
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;
     }
-    unsigned char src[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (peer.sin6_family == AF_INET6) memcpy(src, &peer.sin6_addr, 16);
-    else memcpy(src + 12, &((struct sockaddr_in *)&peer)->sin_addr, 4);
-    int same = 0, free_slot = -1, oldest = -1;
-    for (int i = 0; i < MAX_CONNS; i++) {
-      struct conn *c = &conns[i];
-      if (c->phase == C_FREE) { free_slot = free_slot < 0 ? i : free_slot; continue; }
-      same += !memcmp(c->src, src, 16);
-      if (c->phase == C_READ && (oldest < 0 || c->seq < conns[oldest].seq)) oldest = i;
-    }
-    if (same >= MAX_PER_SOURCE || (free_slot < 0 && oldest < 0)) { /* no goodbye: it costs what the cap saves */
-      refused[same >= MAX_PER_SOURCE ? 0 : 1]++;
-      close(fd);
-      continue;
-    }
-    if (free_slot < 0) refuse(&conns[oldest], 1), free_slot = oldest;
-    struct conn *c = &conns[free_slot];
+    struct conn *c = &incoming;
     c->fd = fd, c->phase = C_READ, c->seq = ++conn_seq, c->len = 0, c->body = NULL, c->eof = c->head_only = 0;
-    c->deadline = now_ms() + FIRST_REQUEST_MS;
-    memcpy(c->src, src, 16);
+    c->born = now - kernel_age_ms(fd);
+    c->deadline = c->born + FIRST_REQUEST_MS;
+    memset(c->src, 0, 10), c->src[10] = c->src[11] = 0xff;
+    if (peer.sin6_family == AF_INET6) memcpy(c->src, &peer.sin6_addr, 16);
+    else memcpy(c->src + 12, &((struct sockaddr_in *)&peer)->sin_addr, 4);
+    /* What it has sent already: a complete request is answered now, and closed if the answer went out
+     * whole and nothing is left to read (closing then sends no reset): it never takes a place. */
+    conn_read(c);
+    if (c->phase == C_WRITE) conn_write(c);
+    if (c->phase == C_LINGER) {
+      ssize_t n = read(c->fd, sink, sizeof sink);
+      if (n == 0 || (n < 0 && errno == EAGAIN)) conn_close(c);
+    }
+    if (c->phase != C_FREE) place(now);
   }
 }
 
@@ -621,7 +725,9 @@ int main(int argc, char **argv) {
       if (strncmp(environ[i], "AGENT_HANDOFF_FDS=", 18)) run_env[k++] = environ[i];
     run_env[k] = "AGENT_HANDOFF_FDS=3,4";
   }
-  /* No core dump, no ptrace or /proc/PID/mem by the app's uid (a shared process namespace): state is in here. */
+  /* No core dump, no ptrace or /proc/PID/mem by the app's uid (a shared process namespace): state is in here.
+     In the image the resident and Node are execute-only (0511), which makes every process non-dumpable at
+     execve already (its runs too: exec resets this flag); this keeps a copy run from a readable file closed. */
   prctl(PR_SET_DUMPABLE, 0);
   if (pipe2(sig, O_CLOEXEC | O_NONBLOCK)) return 1;
   sig_w = sig[1];
@@ -650,8 +756,6 @@ int main(int argc, char **argv) {
     else if (!run.exited && stopping) SOONER(stop_kill_at);
     else if (!run.exited && !run.killed) SOONER(run.timed_out ? run.kill_at : run.term_at);
     pfd[0] = (struct pollfd){sig[0], POLLIN, 0};
-    pfd[1] = (struct pollfd){now < accept_paused_until ? -1 : listener, POLLIN, 0};
-    if (now < accept_paused_until) SOONER(accept_paused_until);
     pfd[2] = (struct pollfd){run.out_fd, POLLIN, 0};
     pfd[3] = (struct pollfd){run.in_fd, POLLOUT, 0};
     nfds = 4;
@@ -663,6 +767,10 @@ int main(int argc, char **argv) {
       slot[nfds - 4] = i;
       pfd[nfds++] = (struct pollfd){c->fd, (short)((c->eof ? 0 : POLLIN) | (c->phase == C_WRITE ? POLLOUT : 0)), 0};
     }
+    int accepting = now >= accept_paused_until && room(now); /* without room, the queue keeps them */
+    pfd[1] = (struct pollfd){accepting ? listener : -1, POLLIN, 0};
+    if (now < accept_paused_until) SOONER(accept_paused_until);
+    else if (!accepting) SOONER(first_grace_end());
     if (poll(pfd, (nfds_t)nfds, (int)(wake > now ? wake - now : 0)) < 0) {
       if (errno != EINTR) poll(NULL, 0, ACCEPT_PAUSE_MS); /* ENOMEM: wait, do not spin */
       continue;

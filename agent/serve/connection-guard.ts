@@ -7,19 +7,35 @@ import type { Server, Socket } from 'node:net';
  * connection costs memory (a TLS one tens of KiB) whether or not it ever sends a request.
  */
 export interface ConnectionLimits {
-  /** Connections held at once. */
+  /** Connections held at once, but for newcomers within their grace (`maxInGrace`). */
   readonly maxConnections: number;
-  /** Connections held at once from one source address (a pod, a node): the others keep the rest. */
+  /**
+   * Connections from one source address (a pod, a node) past their grace: its next newcomer closes its
+   * oldest such to make room. Never a newcomer within its grace: the node's address, whose kubelet
+   * probes, may be shared (hostNetwork pods, traffic SNATed to it).
+   */
   readonly maxPerSource: number;
   /** How long a connection may stay open before its first request's headers are complete. */
   readonly firstRequestMs: number;
   /**
-   * At a cap, close a connection idle between keep-alive requests to make room rather than refuse the
-   * newcomer: at the per-source cap that source's oldest such, when full (and none has sent no request
-   * yet) the oldest such of any source. For a port the API server calls: its keep-alive pool may hold
-   * more idle connections than the per-source cap (all of it from one address behind Konnectivity),
-   * and its next call must get in. A source's connections that never sent a request still block its
-   * own newcomers: refused at accept, before a TLS handshake is spent on them. Off by default.
+   * A connection's first moments, from its accept: within them it is closed to make room only if more
+   * than `maxInGrace` newcomers are within theirs, and never before it has been read once. A kubelet
+   * probe, a scrape or the API server sends its request at once, so it is read within its grace.
+   */
+  readonly graceMs: number;
+  /**
+   * How many newcomers within their grace may be held beyond `maxConnections`: room for those whose
+   * request has not been read yet, however many sources keep the port full. Past it, the one closed is
+   * from the source holding the most connections without a request, the oldest of those.
+   */
+  readonly maxInGrace: number;
+  /**
+   * At a cap, close a connection idle between keep-alive requests to make room rather than keep the
+   * newcomer waiting: at the per-source cap that source's oldest such (after its oldest past its grace
+   * without a request), when full the oldest such of any source, only once no connection without a
+   * request is left that has been read once. For a port the API server calls:
+   * its keep-alive pool may hold more idle connections than the per-source cap (all of it from one
+   * address behind Konnectivity), and its next call must get in. Off by default.
    */
   readonly replaceIdle?: boolean;
 }
@@ -29,20 +45,49 @@ export type ConnectionRefusal = 'per-source' | 'full' | 'no-request';
 
 interface Held {
   readonly socket: Socket;
-  readonly source: string;
+  readonly key: string;
+  readonly from: Source;
+  /** performance.now() at accept. */
+  readonly born: number;
+  /** The turn of the event loop it was accepted in. */
+  readonly turn: number;
   /** Until its first request's headers are complete: the first to go when the server is full. */
   fresh: boolean;
   /** Requests whose answer is not done yet: with none, the connection is idle. */
   busy: number;
   timer?: NodeJS.Timeout;
+  /** While fresh: its neighbours in its source's list, and in the list of all, oldest first. */
+  older?: Held;
+  younger?: Held;
+  olderOfAll?: Held;
+  youngerOfAll?: Held;
+}
+
+/** What one source address holds. */
+interface Source {
+  readonly address: string;
+  held: number;
+  /** How many of them have sent no request yet; the ends of their list, oldest first. */
+  fresh: number;
+  oldest?: Held;
+  youngest?: Held;
 }
 
 /**
  * Caps a server's connections in all and per source address, and closes a connection that sends no
- * complete request in time. When the server is full, the oldest connection that has not sent a
- * request yet makes room for the new one: idle openers cannot keep out a prober or the API server,
- * whose connections send their request at once. After a connection's first request, the server's own
- * keepAliveTimeout and headersTimeout bound it.
+ * complete request in time. When the server is full, a connection that has sent no request makes room:
+ * one past its grace, from the source holding the most such, the oldest of those. A newcomer is never
+ * the one closed before it could be read: libuv accepts every connection waiting in the kernel's queue
+ * before it reads any of them, so room is made only after the accepts of a turn of the event loop (in
+ * its check phase), never from that turn's newcomers, and a newcomer within its grace goes only when
+ * more than `maxInGrace` are. A kubelet probe, whose request follows its connect at once, is read
+ * and answered before it could be closed, however many sources keep the port full (issue 37).
+ *
+ * Its work for a newcomer is bounded by the number of sources, never a pass over all it holds (but
+ * replaceIdle's look for an idle one): the agent's port runs it in V8's interpreter, under floods of
+ * thousands of connections a second. Connections without a request
+ * are kept in age order, each source's and all together, so the oldest is at hand; choosing the
+ * source holding the most costs a look at each source's oldest, only when one is to be closed.
  *
  * Connections are watched at TCP accept ('connection'), before any TLS handshake, and told apart by
  * their peer's address and port, which a TLS socket shares with the TCP socket under it.
@@ -52,7 +97,17 @@ export class ConnectionGuard {
   readonly #onRefuse: (reason: ConnectionRefusal, source: string) => void;
   /** By `address port`, oldest first (a Map keeps insertion order). */
   readonly #held = new Map<string, Held>();
-  readonly #perSource = new Map<string, number>();
+  readonly #sources = new Map<string, Source>();
+  /** Sources holding more than their share. */
+  readonly #overShare = new Set<Source>();
+  /** All connections without a request, oldest first. */
+  #oldestFresh: Held | undefined;
+  #youngestFresh: Held | undefined;
+  /** The turn of the event loop whose newcomers are being accepted (not read yet); -1 between turns. */
+  #openTurn = -1;
+  #turns = 0;
+  /** When the first newcomer's grace ends, while a cap is passed. */
+  #graceTimer: NodeJS.Timeout | undefined;
 
   /** `onRefuse` gets the reason and the peer's address of each connection closed. */
   constructor(
@@ -68,37 +123,51 @@ export class ConnectionGuard {
     return this.#held.size;
   }
 
+  /** Closes every connection it holds, uncounted: the server is being stopped. */
+  closeAll(): void {
+    for (const held of this.#held.values()) {
+      held.socket.destroy();
+      this.#release(held);
+    }
+  }
+
   /** Watches `server`'s connections; `request` events mark a connection as having sent one. */
   attach(server: Server): this {
     server.on('connection', (socket: Socket) => this.#accept(socket));
     server.on('request', (req: IncomingMessage, res: ServerResponse) => this.#requested(req.socket, res));
+    server.once('close', () => clearTimeout(this.#graceTimer));
     return this;
   }
 
   #accept(socket: Socket): void {
-    const source = socket.remoteAddress;
+    const address = socket.remoteAddress;
     // No peer address: the peer reset it before it was accepted. It is gone; holding it under a
     // placeholder made all of them one source, refused as such, whose count leaked when they collided.
-    if (source === undefined) return void socket.destroy();
-    const key = `${source} ${socket.remotePort}`;
-    if ((this.#perSource.get(source) ?? 0) >= this.#limits.maxPerSource) {
-      const own = this.#limits.replaceIdle ? this.#oldestIdle(source) : undefined;
-      if (own === undefined) return this.#refuse(socket, 'per-source');
-      this.#evict(own, 'per-source');
+    if (address === undefined) return void socket.destroy();
+    if (this.#openTurn < 0) {
+      this.#openTurn = this.#turns++;
+      // Check phase: after this turn's accepts, before the next turn's reads.
+      setImmediate(() => this.#endTurn());
     }
-    if (this.#held.size >= this.#limits.maxConnections) {
-      const idle = this.#oldestFresh() ?? (this.#limits.replaceIdle ? this.#oldestIdle() : undefined);
-      if (idle === undefined) return this.#refuse(socket, 'full');
-      this.#evict(idle, 'full');
-    }
-    const held: Held = { socket, source, fresh: true, busy: 0 };
+    let from = this.#sources.get(address);
+    if (from === undefined) this.#sources.set(address, (from = { address, held: 0, fresh: 0 }));
+    const held: Held = {
+      socket,
+      key: `${address} ${socket.remotePort}`,
+      from,
+      born: performance.now(),
+      turn: this.#openTurn,
+      fresh: true,
+      busy: 0,
+    };
     held.timer = setTimeout(() => {
-      if (held.fresh) this.#refuse(socket, 'no-request');
+      if (held.fresh) this.#close(held, 'no-request');
     }, this.#limits.firstRequestMs);
     held.timer.unref();
-    this.#held.set(key, held);
-    this.#perSource.set(source, (this.#perSource.get(source) ?? 0) + 1);
-    socket.once('close', () => this.#release(key, held));
+    this.#held.set(held.key, held);
+    this.#link(held);
+    if (++from.held > this.#limits.maxPerSource) this.#overShare.add(from);
+    socket.once('close', () => this.#release(held));
   }
 
   #requested(socket: Socket, res: ServerResponse): void {
@@ -108,40 +177,158 @@ export class ConnectionGuard {
     // 'close' comes once per response, whether it was sent in full or cut off.
     res.once('close', () => held.busy--);
     if (!held.fresh) return;
-    held.fresh = false;
+    this.#unlink(held);
     clearTimeout(held.timer);
   }
 
-  #oldestFresh(): Held | undefined {
-    for (const held of this.#held.values()) if (held.fresh) return held;
+  #endTurn(): void {
+    this.#makeRoom();
+    this.#openTurn = -1;
+    // Newcomers this turn that a cap is still passed for are read in the next turn, then may go.
+    if (this.#passed()) setImmediate(() => this.#makeRoom());
+  }
+
+  /** A cap is passed: more held than maxConnections, or a source past its share. */
+  #passed(): boolean {
+    return this.#held.size > this.#limits.maxConnections || this.#overShare.size > 0;
+  }
+
+  /**
+   * Closes what is past the caps, never a newcomer not read yet: this turn's, in its check phase; from
+   * a timer, which runs before the turn's poll phase, the latest turn's too.
+   */
+  #makeRoom(fromTimer = false): void {
+    if (!this.#passed()) return;
+    const now = performance.now();
+    const { maxConnections, maxInGrace, maxPerSource, graceMs } = this.#limits;
+    const latest = this.#turns - 1;
+    const readOnce = fromTimer ? (h: Held) => h.turn < latest : (h: Held) => h.turn !== this.#openTurn;
+    const waiting = (h: Held) => now - h.born >= graceMs && readOnce(h);
+    // A source past its share makes room from its own: the oldest past its grace without a request,
+    // else (replaceIdle) the oldest idle between requests.
+    for (const from of this.#overShare) {
+      while (from.held > maxPerSource) {
+        const own = from.oldest !== undefined && waiting(from.oldest) ? from.oldest : this.#oldestIdle(from);
+        if (own === undefined) break;
+        this.#close(own, 'per-source');
+      }
+    }
+    // The oldest of all is past its grace if any is.
+    while (this.#held.size > maxConnections && this.#oldestFresh !== undefined && waiting(this.#oldestFresh))
+      this.#evict(this.#fromMostHeld(waiting)!);
+    // Within their grace, more of them than the port keeps: one read once already, from the source
+    // holding the most without a request, the oldest of those; only then one idle between requests.
+    while (this.#held.size > maxConnections + maxInGrace) {
+      const victim = this.#fromMostHeld(readOnce) ?? this.#oldestIdle();
+      if (victim === undefined) break;
+      this.#evict(victim);
+    }
+    this.#whenGraceEnds(now);
+  }
+
+  /** Past a cap with newcomers within their grace: room is made again when the first one's ends. */
+  #whenGraceEnds(now: number): void {
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    if (!this.#passed()) return;
+    let firstBorn = Infinity;
+    const young = (h: Held | undefined) => {
+      if (h !== undefined && now - h.born < this.#limits.graceMs) firstBorn = Math.min(firstBorn, h.born);
+    };
+    if (this.#held.size > this.#limits.maxConnections) {
+      // Those past their grace went first: the oldest left, if any, is within its grace.
+      let h = this.#oldestFresh;
+      while (h !== undefined && now - h.born >= this.#limits.graceMs) h = h.youngerOfAll;
+      young(h);
+    }
+    for (const from of this.#overShare) young(from.oldest);
+    if (firstBorn === Infinity) return;
+    this.#graceTimer = setTimeout(
+      () => this.#makeRoom(true),
+      Math.max(1, firstBorn + this.#limits.graceMs - now),
+    );
+    this.#graceTimer.unref();
+  }
+
+  /**
+   * The oldest connection without a request, if it `may` go, from the source holding the most such;
+   * between sources holding as many, the one whose oldest is oldest. A source's connections are in age
+   * order, so only its oldest is looked at: the cost is the number of sources, not of connections.
+   */
+  #fromMostHeld(may: (h: Held) => boolean): Held | undefined {
+    let best: Held | undefined;
+    for (const from of this.#sources.values()) {
+      const oldest = from.oldest;
+      if (oldest === undefined || !may(oldest)) continue;
+      if (
+        best === undefined ||
+        from.fresh > best.from.fresh ||
+        (from.fresh === best.from.fresh && oldest.born < best.born)
+      )
+        best = oldest;
+    }
+    return best;
+  }
+
+  /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */
+  #oldestIdle(from?: Source): Held | undefined {
+    if (this.#limits.replaceIdle !== true) return undefined;
+    for (const h of this.#held.values())
+      if (!h.fresh && h.busy === 0 && (from === undefined || h.from === from)) return h;
     return undefined;
   }
 
-  /** The oldest connection (of `source`, if given) between keep-alive requests. */
-  #oldestIdle(source?: string): Held | undefined {
-    for (const held of this.#held.values())
-      if ((source === undefined || held.source === source) && !held.fresh && held.busy === 0) return held;
-    return undefined;
+  /** Closes `held` to make room: per-source while its address holds more than its share, else full. */
+  #evict(held: Held): void {
+    this.#close(held, held.from.held > this.#limits.maxPerSource ? 'per-source' : 'full');
   }
 
-  #evict(held: Held, reason: ConnectionRefusal): void {
-    this.#refuse(held.socket, reason);
-    this.#release(`${held.source} ${held.socket.remotePort}`, held);
-  }
-
-  #refuse(socket: Socket, reason: ConnectionRefusal): void {
-    this.#onRefuse(reason, socket.remoteAddress ?? 'gone');
+  #close(held: Held, reason: ConnectionRefusal): void {
+    this.#onRefuse(reason, held.from.address);
     // No goodbye: a TLS alert or HTTP answer would cost what the cap saves.
-    socket.destroy();
+    held.socket.destroy();
+    this.#release(held);
   }
 
-  /** Idempotent: a connection evicted to make room is released at once, its 'close' comes later. */
-  #release(key: string, held: Held): void {
-    if (this.#held.get(key) !== held) return;
+  /** Idempotent: a connection closed to make room is released at once, its 'close' comes later. */
+  #release(held: Held): void {
+    if (this.#held.get(held.key) !== held) return;
     clearTimeout(held.timer);
-    this.#held.delete(key);
-    const left = (this.#perSource.get(held.source) ?? 1) - 1;
-    if (left > 0) this.#perSource.set(held.source, left);
-    else this.#perSource.delete(held.source);
+    this.#held.delete(held.key);
+    this.#unlink(held);
+    const from = held.from;
+    if (--from.held <= this.#limits.maxPerSource) this.#overShare.delete(from);
+    if (from.held === 0) this.#sources.delete(from.address);
+  }
+
+  /** A newcomer joins the youngest end of its source's list and of the list of all. */
+  #link(held: Held): void {
+    const from = held.from;
+    held.older = from.youngest;
+    if (from.youngest === undefined) from.oldest = held;
+    else from.youngest.younger = held;
+    from.youngest = held;
+    from.fresh++;
+    held.olderOfAll = this.#youngestFresh;
+    if (this.#youngestFresh === undefined) this.#oldestFresh = held;
+    else this.#youngestFresh.youngerOfAll = held;
+    this.#youngestFresh = held;
+  }
+
+  /** It has sent a request, or is gone: out of both lists. */
+  #unlink(held: Held): void {
+    if (!held.fresh) return;
+    held.fresh = false;
+    const from = held.from;
+    from.fresh--;
+    if (held.older === undefined) from.oldest = held.younger;
+    else held.older.younger = held.younger;
+    if (held.younger === undefined) from.youngest = held.older;
+    else held.younger.older = held.older;
+    if (held.olderOfAll === undefined) this.#oldestFresh = held.youngerOfAll;
+    else held.olderOfAll.youngerOfAll = held.youngerOfAll;
+    if (held.youngerOfAll === undefined) this.#youngestFresh = held.olderOfAll;
+    else held.youngerOfAll.olderOfAll = held.olderOfAll;
+    held.older = held.younger = held.olderOfAll = held.youngerOfAll = undefined;
   }
 }

@@ -6,18 +6,46 @@ import type { AgentMetrics } from './metrics.ts';
 
 /**
  * What the agent's port holds for whoever connects, declared once (the reference's agent-port table
- * is generated from it; whatever serves the port must keep to it). Every pod in the cluster can reach
- * the port: before these, 12,000 idle connections took 123 MiB of a 128Mi container and its probes.
+ * is generated from it; whatever serves the port must keep to it: the Node agent through
+ * ConnectionGuard, the small sidecar's resident in agent/native/resident.c). Every pod in the cluster
+ * can reach the port: before these, 12,000 idle connections took 123 MiB of a 128Mi container and its
+ * probes; then connections that reconnect as soon as closed, from many addresses, cost the kubelet's
+ * probes theirs (issue 37), until no connection was closed to make room within its grace.
  */
 export const AGENT_PORT_LIMITS = {
   /**
-   * Held at once. Probes and scrapes need a handful, each connection serves one request and is closed
-   * (so one that has sent a request goes within milliseconds), and a full port closes its oldest
-   * connection that has sent nothing to make room: held memory stays under a MiB.
+   * Held at once, but for newcomers within their grace. Probes and scrapes need a handful, each
+   * connection serves one request and is closed (so one that has sent a request goes within
+   * milliseconds), and a full port closes a connection past its grace that has sent nothing to make
+   * room: from the address holding the most such, the oldest of those.
    */
   maxConnections: 64,
-  /** From one address (a pod; the node, whose kubelet probes): one flooding pod leaves the others room. */
+  /**
+   * From one address (a pod; the node, whose kubelet probes), past their grace: one flooding pod
+   * leaves the others room, its newcomer closing its own oldest. A newcomer within its grace is never
+   * refused for its address: the node's may be shared (hostNetwork pods, traffic SNATed to it).
+   */
   maxPerSource: 16,
+  /**
+   * From its handshake (the resident; Node: its accept), a connection is not closed to make room: a
+   * kubelet probe writes its request as soon as it is connected, and is read and answered within it.
+   */
+  graceMs: 200,
+  /**
+   * Newcomers within their grace the Node agent holds beyond maxConnections, whatever number of sources
+   * keeps the port full (about 9 KiB each): it cannot leave them in the kernel's queue, where the
+   * resident leaves them until a grace ends.
+   */
+  maxInGrace: 512,
+  /**
+   * The kernel's queue of connections not accepted yet (Node's default). Node accepts all it holds in
+   * one turn of its event loop before it reads any, and a probe waits behind all of them: a longer
+   * queue holds more newcomers at once and keeps a probe waiting longer (the resident, which costs
+   * nothing for what waits there and accepts faster, keeps 4096).
+   */
+  listenBacklog: 511,
+  /** The small sidecar's queue: what waits there costs it nothing (net.core.somaxconn caps it, 4096 by default). */
+  residentListenBacklog: 4096,
   /** A kubelet probe or a scrape sends its request at once; a connection that has not, within this, is closed. */
   firstRequestMs: 3000,
   /** A request's headers: probes and scrapes send a few hundred bytes (Node's default is 16 KiB). */
@@ -87,17 +115,34 @@ export function startHealthServer(
     },
   );
   server.maxHeadersCount = limits.maxHeadersCount;
-  // The guard decides first: a connection it refuses never gets the HTTP server's per-connection state.
+  // The guard decides first, and the HTTP server's per-connection state (its parser, its listeners)
+  // comes with the first bytes: a connection that sends none, closed unanswered, never costs it. Under
+  // a flood of such, that is a quarter of the agent's CPU for each connection. What was read waits in
+  // the socket's buffer for the parser.
   const http = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeAllListeners('connection');
-  new ConnectionGuard(limits, (reason) => metrics.refusedConnections.inc({ reason })).attach(server);
+  const guard = new ConnectionGuard(limits, (reason) => metrics.refusedConnections.inc({ reason })).attach(
+    server,
+  );
+  // What the agent calls when it stops: the connections the HTTP server has not seen yet close too.
+  const closeAllConnections = server.closeAllConnections.bind(server);
+  server.closeAllConnections = () => {
+    guard.closeAll();
+    closeAllConnections();
+  };
   server.on('connection', (socket: Socket) => {
-    if (!socket.destroyed) for (const listener of http) listener.call(server, socket);
+    // Until then, a reset is this listener's to handle: unhandled, it would end the agent.
+    const gone = () => socket.destroy();
+    const serve = () => {
+      socket.off('readable', serve).off('error', gone);
+      if (!socket.destroyed) for (const listener of http) listener.call(server, socket);
+    };
+    if (!socket.destroyed) socket.on('error', gone).on('readable', serve);
   });
   return new Promise((resolve, reject) => {
     const failed = (e: Error) => reject(listenError(e, addr));
     server.once('error', failed);
-    server.listen(addr.port, addr.host, () => {
+    server.listen({ port: addr.port, host: addr.host, backlog: limits.listenBacklog }, () => {
       server.off('error', failed);
       resolve(server);
     });

@@ -76,7 +76,7 @@ export const METRIC_DOCS = [
     name: 'secret_agent_http_connections_refused_total',
     type: 'counter',
     labels: 'reason',
-    help: "Connections to the agent's port it closed unserved, by reason: per-source (its address already held its share), full (the oldest connection that had sent nothing, closed to make room; or the newcomer, when none had), no-request (no complete request within the deadline).",
+    help: "Connections to the agent's port it closed unserved, by reason: per-source (to make room, while its address held more than its share), full (to make room when the port was full: one that had sent nothing, those past their grace first, from the address holding the most such), no-request (no complete request within the deadline).",
   },
   {
     name: 'secret_agent_resident_runs_total',

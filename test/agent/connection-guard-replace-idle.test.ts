@@ -31,7 +31,7 @@ interface Guarded {
   readonly held: ServerResponse[];
 }
 
-async function guarded(maxConnections: number, maxPerSource: number): Promise<Guarded> {
+async function guarded(maxConnections: number, maxPerSource: number, graceMs = 0): Promise<Guarded> {
   const held: ServerResponse[] = [];
   const server = createServer((req, res) => {
     if (req.url === '/hold') held.push(res);
@@ -40,7 +40,7 @@ async function guarded(maxConnections: number, maxPerSource: number): Promise<Gu
   servers.push(server);
   const refusals: [ConnectionRefusal, string][] = [];
   const guard = new ConnectionGuard(
-    { maxConnections, maxPerSource, firstRequestMs: 60_000, replaceIdle: true },
+    { maxConnections, maxPerSource, firstRequestMs: 60_000, graceMs, maxInGrace: 0, replaceIdle: true },
     (reason, source) => refusals.push([reason, source]),
   ).attach(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -90,7 +90,7 @@ const held = (g: Guarded, n: number) =>
   eventually(() => (g.held.length === n ? true : undefined), `${n} requests in progress`, 5000);
 
 describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
-  it('at a source’s cap, closes that source’s connection idle between requests for the newcomer, never a busy one, one that sent no request yet, nor another source’s', async () => {
+  it('at a source’s cap, closes that source’s oldest connection without a request, else its oldest idle between requests, for the newcomer; never a busy one nor another source’s', async () => {
     const g = await guarded(10, 2);
     const other = await open(g.port, '127.0.0.3');
     await get(other, '/ok');
@@ -103,13 +103,14 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     await closes(idle, 'the idle connection of the source at its cap');
     await get(newcomer, '/ok');
     assert.deepEqual(g.refusals, [['per-source', '127.0.0.2']]);
-    // Of a source's connections, only those between requests make room, not one that sent none yet.
+    // Of a source's connections, the oldest that sent no request goes before any idle one.
     const fresh = [await open(g.port, '127.0.0.4'), await open(g.port, '127.0.0.4')];
-    const refusedFresh = await open(g.port, '127.0.0.4');
-    await closes(refusedFresh, 'a newcomer of a source whose connections sent no request yet');
+    const third = await open(g.port, '127.0.0.4');
+    await closes(fresh[0]!, 'the oldest connection without a request of a source at its cap');
     assert.deepEqual(g.refusals.at(-1), ['per-source', '127.0.0.4']);
-    for (const f of fresh) await get(f, '/ok');
-    // Now both of the source's connections are busy: the next one is refused, and no one else closed.
+    await get(fresh[1]!, '/ok');
+    await get(third, '/ok');
+    // Now both of the source's connections are busy: the next one goes once read, and no one else.
     await get(newcomer, '/hold');
     await held(g, 2);
     const refused = await open(g.port, '127.0.0.2');
@@ -151,5 +152,25 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
       ['full', 'full', 'full'],
     );
     assert.equal(busy.isClosed() || first.isClosed() || second.isClosed(), false);
+  });
+
+  it('when full of connections within their grace, one without a request goes (the oldest), never one idle between requests: the API server’s pool keeps its lane', async () => {
+    const g = await guarded(3, 10, 60_000);
+    const pool = await open(g.port, '127.0.0.2');
+    await get(pool, '/ok');
+    const tenants = [await open(g.port, '127.0.0.3'), await open(g.port, '127.0.0.4')];
+    await holds(g, 3);
+    const newcomer = await open(g.port, '127.0.0.5');
+    await closes(tenants[0]!, 'the oldest connection without a request');
+    const another = await open(g.port, '127.0.0.6');
+    await closes(tenants[1]!, 'the next oldest without a request');
+    assert.deepEqual(
+      g.refusals.map(([reason]) => reason),
+      ['full', 'full'],
+    );
+    assert.equal(pool.isClosed(), false, 'the idle keep-alive connection was closed');
+    await get(pool, '/ok');
+    await get(newcomer, '/ok');
+    await get(another, '/ok');
   });
 });

@@ -16,6 +16,8 @@ interface Guarded {
   readonly guard: ConnectionGuard;
   readonly port: number;
   readonly refusals: ConnectionRefusal[];
+  /** The address of each connection closed, in the same order. */
+  readonly sources: string[];
 }
 
 const servers: Server[] = [];
@@ -29,13 +31,20 @@ afterEach(async () => {
   }
 });
 
-async function guarded(limits: ConnectionLimits): Promise<Guarded> {
+/** `limits` without a grace unless given: a connection may go once it has been read. */
+async function guarded(
+  limits: Omit<ConnectionLimits, 'graceMs' | 'maxInGrace'> & Partial<ConnectionLimits>,
+): Promise<Guarded> {
   const server = createServer((_req, res) => res.end('ok\n'));
   servers.push(server);
   const refusals: ConnectionRefusal[] = [];
-  const guard = new ConnectionGuard(limits, (reason) => refusals.push(reason)).attach(server);
+  const sources: string[] = [];
+  const guard = new ConnectionGuard({ graceMs: 0, maxInGrace: 0, ...limits }, (reason, source) => {
+    refusals.push(reason);
+    sources.push(source);
+  }).attach(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, guard, port: (server.address() as AddressInfo).port, refusals };
+  return { server, guard, port: (server.address() as AddressInfo).port, refusals, sources };
 }
 
 /** A TCP connection from `from` (any 127.0.0.0/8 address is this machine's), open once connected. */
@@ -96,48 +105,80 @@ async function staysOpen(client: Client, ms: number, what: string): Promise<void
 const LONG = 60_000;
 
 describe('ConnectionGuard, on a real HTTP server on loopback', { timeout: 30_000 }, () => {
-  it('refuses a source’s connection past its cap, and still accepts other sources', async () => {
+  it('a source past its share: its newcomer closes that source’s oldest connection without a request, and other sources are still accepted', async () => {
     const g = await guarded({ maxConnections: 10, maxPerSource: 2, firstRequestMs: LONG });
     const a1 = await open(g.port, '127.0.0.2');
     const a2 = await open(g.port, '127.0.0.2');
     await holds(g, 2);
     const a3 = await open(g.port, '127.0.0.2');
-    await a3.closed;
+    await a1.closed;
+    await holds(g, 2);
     assert.deepEqual(g.refusals, ['per-source']);
+    assert.deepEqual(g.sources, ['127.0.0.2']);
     const b1 = await open(g.port, '127.0.0.3');
     await holds(g, 3);
     assert.equal(await request(b1), 'HTTP/1.1 200 OK');
-    assert.equal(await request(a1), 'HTTP/1.1 200 OK');
+    assert.equal(await request(a3), 'HTTP/1.1 200 OK');
     assert.equal(a2.isClosed(), false);
     assert.deepEqual(g.refusals, ['per-source']);
   });
 
-  it('when full, closes the oldest connection that has sent no request, never one that has', async () => {
-    const g = await guarded({ maxConnections: 3, maxPerSource: 10, firstRequestMs: LONG });
+  it('a newcomer within its grace is never closed for its address’s share: sending its request at once, it is answered', async () => {
+    // The node's address, whose kubelet probes, may be shared (hostNetwork pods, traffic SNATed to it).
+    const g = await guarded({ maxConnections: 10, maxPerSource: 2, firstRequestMs: LONG, graceMs: LONG });
+    const silent = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.2')];
+    await holds(g, 2);
+    for (let i = 0; i < 5; i++)
+      assert.equal(await request(await open(g.port, '127.0.0.2')), 'HTTP/1.1 200 OK');
+    await staysOpen(silent[0]!, 100, 'a connection within its grace');
+    assert.deepEqual(g.refusals, []);
+  });
+
+  it('when full, closes a connection past its grace without a request, from the address holding the most such, the oldest of those; never one that has sent a request', async () => {
+    const g = await guarded({ maxConnections: 4, maxPerSource: 10, firstRequestMs: LONG });
     const requested = await open(g.port, '127.0.0.2');
     assert.equal(await request(requested), 'HTTP/1.1 200 OK');
-    const idle1 = await open(g.port, '127.0.0.3');
-    const idle2 = await open(g.port, '127.0.0.4');
-    await holds(g, 3);
+    const lone = await open(g.port, '127.0.0.3');
+    const many = [await open(g.port, '127.0.0.4'), await open(g.port, '127.0.0.4')];
+    await holds(g, 4);
 
+    // 127.0.0.4 holds the most without a request: its oldest goes, not the older one of 127.0.0.3.
     const newcomer = await open(g.port, '127.0.0.5');
-    await idle1.closed;
-    await holds(g, 3);
+    await many[0]!.closed;
+    await holds(g, 4);
     assert.deepEqual(g.refusals, ['full']);
-    assert.equal(requested.isClosed(), false, 'a connection that sent a request was evicted');
-    assert.equal(idle2.isClosed(), false, 'a younger idle connection went before the oldest');
-
-    // The newcomer is held like any other: a request marks it, and then it is never evicted either.
-    assert.equal(await request(newcomer), 'HTTP/1.1 200 OK');
+    assert.deepEqual(g.sources, ['127.0.0.4']);
+    // Now every address holds one without a request: the oldest goes.
     const another = await open(g.port, '127.0.0.6');
-    await idle2.closed;
-    assert.deepEqual(g.refusals, ['full', 'full']);
+    await lone.closed;
+    assert.deepEqual(g.sources, ['127.0.0.4', '127.0.0.3']);
+    assert.equal(requested.isClosed(), false, 'a connection that sent a request was closed');
     assert.equal(await request(requested), 'HTTP/1.1 200 OK');
     assert.equal(await request(newcomer), 'HTTP/1.1 200 OK');
     assert.equal(await request(another), 'HTTP/1.1 200 OK');
   });
 
-  it('when full of connections that have all sent a request, refuses the newcomer', async () => {
+  it('within their grace, connections are held beyond the cap, up to maxInGrace; past it the oldest goes, one read once already', async () => {
+    const g = await guarded({
+      maxConnections: 2,
+      maxPerSource: 10,
+      firstRequestMs: LONG,
+      graceMs: LONG,
+      maxInGrace: 2,
+    });
+    const first = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.3')];
+    const inGrace = [await open(g.port, '127.0.0.4'), await open(g.port, '127.0.0.5')];
+    await holds(g, 4);
+    await staysOpen(first[0]!, 100, 'a connection within its grace, with room for it');
+    const fifth = await open(g.port, '127.0.0.6');
+    await first[0]!.closed;
+    await holds(g, 4);
+    assert.deepEqual(g.refusals, ['full']);
+    assert.deepEqual(g.sources, ['127.0.0.2']);
+    for (const c of [first[1]!, ...inGrace, fifth]) assert.equal(await request(c), 'HTTP/1.1 200 OK');
+  });
+
+  it('when full of connections that have all sent a request, closes the newcomer once it has been read', async () => {
     const g = await guarded({ maxConnections: 2, maxPerSource: 10, firstRequestMs: LONG });
     const a = await open(g.port, '127.0.0.2');
     const b = await open(g.port, '127.0.0.3');
@@ -166,21 +207,21 @@ describe('ConnectionGuard, on a real HTTP server on loopback', { timeout: 30_000
     assert.deepEqual(g.refusals, ['no-request', 'no-request']);
   });
 
-  it('releases every connection it held: the counts return to 0 and a source gets its full cap back', async () => {
+  it('releases every connection it held: the counts return to 0 and a source gets its full share back', async () => {
     const g = await guarded({ maxConnections: 4, maxPerSource: 2, firstRequestMs: LONG });
     const first = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.2')];
     await holds(g, 2);
-    const refused = await open(g.port, '127.0.0.2');
-    await refused.closed;
+    const third = await open(g.port, '127.0.0.2');
+    await first[0]!.closed;
     const others = [await open(g.port, '127.0.0.3'), await open(g.port, '127.0.0.4')];
     assert.equal(await request(others[0]!), 'HTTP/1.1 200 OK');
     await holds(g, 4);
-    // One eviction (full) on top of one refusal (per-source): both release what they held.
+    // One closed for its own address (per-source), one for another's (full): both release what they held.
     const evictor = await open(g.port, '127.0.0.5');
-    await first[0]!.closed;
+    await first[1]!.closed;
     await holds(g, 4);
 
-    for (const c of [...first, ...others, evictor]) c.socket.destroy();
+    for (const c of [third, ...others, evictor]) c.socket.destroy();
     await holds(g, 0);
     assert.deepEqual(g.refusals, ['per-source', 'full']);
 

@@ -81,4 +81,53 @@ describe('the agent’s port (startHealthServer) and its limits', { timeout: 30_
       for (const s of held) s.destroy();
     }
   });
+
+  it('connections reset after they were accepted, before they sent anything, leave it serving', async () => {
+    const accepted = await Promise.all(
+      Array.from(
+        { length: 20 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect({ host: '127.0.0.1', port, localAddress: '127.0.0.5' });
+            socket.on('error', () => {});
+            socket.once('connect', () => resolve(socket));
+          }),
+      ),
+    );
+    // Answered after them: the server has accepted them, and waits for their first bytes.
+    assert.match(await exchange(port, 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+    for (const socket of accepted) socket.resetAndDestroy();
+    // The server reads the resets within this: unhandled, one would end this process, and fail the file.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.match(await exchange(port, 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+  });
+
+  it('when the agent stops it (closeAllConnections, close), the connections that sent nothing close too, uncounted', async () => {
+    const own = new AgentMetrics();
+    const stopping = await startHealthServer(
+      { host: '127.0.0.1', port: 0 },
+      { ready: () => true, live: () => true },
+      own,
+    );
+    const at = (stopping.address() as AddressInfo).port;
+    const silent = await Promise.all(
+      Array.from(
+        { length: 3 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect({ host: '127.0.0.1', port: at, localAddress: '127.0.0.4' });
+            socket.on('error', () => {});
+            socket.once('connect', () => resolve(socket));
+          }),
+      ),
+    );
+    // The server has accepted them: a request on another connection is answered after them.
+    assert.match(await exchange(at, 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+    const closed = Promise.all(silent.map((s) => new Promise((r) => s.once('close', r))));
+    stopping.closeAllConnections();
+    await new Promise<void>((r) => stopping.close(() => r()));
+    await closed;
+    // Closed by the stop, not at their first-request deadline.
+    assert.deepEqual(await refused(own), { 'per-source': 0, full: 0, 'no-request': 0 });
+  });
 });

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { AGENT_PORT_LIMITS } from '../../agent/serve/health-server.ts';
 import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
 import { encodeOutcome, step } from './run-plan.ts';
 import { rawRequest, residentKiB, startResident, type Resident } from './resident-process.ts';
@@ -33,6 +34,7 @@ async function idleConnections(
           new Promise<Socket>((resolve) => {
             const s = connect({ port, host: '127.0.0.1', localAddress });
             s.on('error', () => {}); // closed by the resident: counted there
+            s.resume(); // read, so that its close is seen
             s.once('connect', () => resolve(s));
             s.once('close', () => resolve(s));
           }),
@@ -138,6 +140,29 @@ describe('resident: HTTP', () => {
   });
 });
 
+describe('resident: the agent port’s declared limits', () => {
+  it('keeps those of agent/serve/health-server.ts (the reference’s table is generated from them)', () => {
+    const source = readFileSync(new URL('../../agent/native/resident.c', import.meta.url), 'utf8');
+    const define = (name: string) => Number(new RegExp(`^#define ${name} (\\d+)`, 'm').exec(source)?.[1]);
+    assert.deepEqual(
+      {
+        maxConnections: define('MAX_CONNS'),
+        maxPerSource: define('MAX_PER_SOURCE'),
+        graceMs: define('GRACE_MS'),
+        firstRequestMs: define('FIRST_REQUEST_MS'),
+        residentListenBacklog: define('LISTEN_BACKLOG'),
+      },
+      {
+        maxConnections: AGENT_PORT_LIMITS.maxConnections,
+        maxPerSource: AGENT_PORT_LIMITS.maxPerSource,
+        graceMs: AGENT_PORT_LIMITS.graceMs,
+        firstRequestMs: AGENT_PORT_LIMITS.firstRequestMs,
+        residentListenBacklog: AGENT_PORT_LIMITS.residentListenBacklog,
+      },
+    );
+  });
+});
+
 describe('resident: floods', () => {
   const SOURCE_CAP = 16;
   const CONNECTIONS_CAP = 64;
@@ -156,12 +181,19 @@ describe('resident: floods', () => {
     const floodKiB = residentKiB(r.child.pid!);
     assert.deepEqual(during, Array(10).fill(200));
     assert.equal((await r.get('/healthz')).status, 200);
-    // Each is refused, at once past the source's 16, or when its first-request deadline passes.
+    // Each is refused: at once past the source's 16 (or to make room for its own newer ones), when its
+    // first-request deadline passes, or (full) to make room for one of the probes from the other address.
     const refused = async () =>
-      ((await r.sample(refusedFor('per-source'))) ?? 0) + ((await r.sample(refusedFor('no-request'))) ?? 0);
+      ((await r.sample(refusedFor('per-source'))) ?? 0) +
+      ((await r.sample(refusedFor('no-request'))) ?? 0) +
+      ((await r.sample(refusedFor('full'))) ?? 0);
     await r.until('the whole flood refused', async () => (await refused()) === FLOOD);
     assert.ok((await r.sample(refusedFor('per-source')))! > FLOOD * 0.9, 'most at once, per source');
-    assert.equal(await r.sample(refusedFor('full')), 0, 'one source never fills the resident');
+    // Of the flood, only what it held when this test's own requests needed a place: never more than the port holds.
+    assert.ok(
+      (await r.sample(refusedFor('full')))! <= CONNECTIONS_CAP,
+      'one source’s flood is refused as its own',
+    );
     for (const s of sockets) s.destroy();
     t.diagnostic(`resident VmRSS: ${idleKiB} KiB idle, ${floodKiB} KiB after ${FLOOD} connections`);
     assert.ok(
@@ -170,19 +202,45 @@ describe('resident: floods', () => {
     );
   });
 
-  it('when full, a new connection evicts the oldest idle one: a prober still gets in', async () => {
+  it('when full of idle connections from eight addresses, it keeps at most 64 and a prober still gets in', async () => {
     await using r = await startResident(IDLE);
     const sources = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 3}`);
-    const held: Socket[] = [];
-    for (const source of sources) held.push(...(await idleConnections(r.port, source, SOURCE_CAP)));
+    const held: Socket[][] = [];
+    for (const source of sources) held.push(await idleConnections(r.port, source, SOURCE_CAP));
     await r.until(
       'the evictions counted',
       async () => ((await r.sample(refusedFor('full'))) ?? 0) >= 8 * SOURCE_CAP - CONNECTIONS_CAP,
     );
     assert.equal((await r.get('/healthz')).status, 200);
-    // The first sources' connections were the oldest: the resident closed them.
-    assert.ok(held.slice(0, SOURCE_CAP).every((s) => s.destroyed || s.readyState !== 'open'));
-    for (const s of held) s.destroy();
+    const open = (sockets: Socket[]) => sockets.filter((c) => !c.destroyed && c.readyState === 'open').length;
+    // The rest were closed: past their grace, or silent for longer than it while they waited to be accepted.
+    await r.until('the closes seen', () => held.reduce((n, s) => n + open(s), 0) <= CONNECTIONS_CAP);
+    for (const sockets of held) for (const s of sockets) s.destroy();
+  });
+
+  it('of those past their grace, the one closed is from the address holding the most, the oldest of those', async () => {
+    await using r = await startResident(IDLE);
+    const holding: [string, number][] = [
+      ['127.0.0.3', SOURCE_CAP],
+      ['127.0.0.4', SOURCE_CAP],
+      ['127.0.0.5', SOURCE_CAP],
+      ['127.0.0.6', SOURCE_CAP / 2],
+      ['127.0.0.7', SOURCE_CAP / 2],
+    ];
+    const held: Socket[][] = [];
+    for (const [source, count] of holding) held.push(await idleConnections(r.port, source, count));
+    await new Promise((resolve) => setTimeout(resolve, 2 * AGENT_PORT_LIMITS.graceMs)); // all past their grace
+    const open = (sockets: Socket[]) => sockets.filter((c) => !c.destroyed && c.readyState === 'open').length;
+    const newcomers: Socket[] = [];
+    for (let i = 1; i <= 3; i++) {
+      newcomers.push(...(await idleConnections(r.port, '127.0.0.8', 1)));
+      await r.until(`eviction ${i}`, () => held.reduce((n, s) => n + open(s), 0) === CONNECTIONS_CAP - i);
+    }
+    // 127.0.0.3 to .5 held 16 each, .6 and .7 eight: one of each of the first three went, its oldest.
+    assert.deepEqual(held.map(open), [15, 15, 15, 8, 8]);
+    for (const sockets of held.slice(0, 3))
+      assert.equal(sockets[0]!.readyState === 'open' && !sockets[0]!.destroyed, false);
+    for (const s of [...held.flat(), ...newcomers]) s.destroy();
   });
 
   it('out of file descriptors (EMFILE), it neither spins nor dies, and answers once they free up', async () => {

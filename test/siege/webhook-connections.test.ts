@@ -100,8 +100,11 @@ describe(
         sources: 1,
         durationMs: 12_000,
       });
-      // The attacker never had more than the per-source cap past its TLS handshake.
-      assert.ok(f.mostOpen <= MAX_CONNECTIONS_PER_SOURCE, `${f.mostOpen} open at once`);
+      // Past its share, the attacker's newcomers are held within their grace (the node's address, whose
+      // kubelet probes, may be shared), then its oldest go: never more than the webhook holds and one
+      // turn's accepts (webhook/start.ts listens with Node's default queue, 511), as the attacker counts
+      // them (it sees a close late). What they cost is the peak above.
+      assert.ok(f.mostOpen <= MAX_CONNECTIONS + 511, `${f.mostOpen} open at once`);
       assert.ok(f.closedByWebhook > 0);
     });
 
