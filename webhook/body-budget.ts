@@ -3,18 +3,20 @@ import { MAX_CONNECTIONS } from './connection-limits.ts';
 /**
  * How many request and answer bytes the server holds at once, and what it does past that: answer 429
  * with Retry-After, which the API server's client retries after that many seconds (within the
- * webhook's timeoutSeconds). Admission itself is synchronous, so only one request is parsed and
- * rendered at a time; what piles up is bodies being received and answers being sent.
+ * webhook's timeoutSeconds), read nothing more of that body and close its connection (server.ts).
+ *
+ * A request holds its bytes from the first one until its answer is sent: its body's chunks as they
+ * arrive, then its answer in their place. Admission is synchronous, so bodies are parsed one at a time,
+ * large ones one a turn of the event loop (server.ts): a body waiting for its turn is still its chunks,
+ * counted here, and becomes text and objects only in its turn, in V8's heap, whose cap bounds what a
+ * parse builds (webhook/limits.ts, the worst case).
  *
  * Bytes are counted as they arrive, never reserved from a declared Content-Length: a client that
  * declares a large body and sends a byte now and then holds a few bytes, not the budget. A request's
  * first SLOT_BYTES come from a pool sized for every connection the webhook holds, so no one can use it
  * up: an ordinary pod (2 to 20 KiB) and its answer are always taken, whatever large or slow bodies hold.
- * Bytes past a request's slot share a pool for large bodies, of which one source may hold half. Its
- * answer takes the body's place once the body is parsed, until the answer is sent (or the connection
- * closes).
+ * Bytes past a request's slot share a pool for large bodies, of which one source may hold half.
  */
-
 /** The API server sends at most about 3 MiB (its own request limit); anything larger is not from it. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
@@ -32,6 +34,12 @@ export const MAX_LARGE_PER_SOURCE_BYTES = MAX_LARGE_IN_FLIGHT_BYTES / 2;
 
 /** Seconds the API server is told to wait before it sends a shed request again. */
 export const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * How long a connection whose body was shed part-way stays open after its 429, unread: long enough for
+ * the client to read the answer; then it is reset, which frees what the kernel holds of the rest.
+ */
+export const SHED_LINGER_MS = 200;
 
 /** The bytes one request holds: its body as it arrives, then its answer until it is sent. */
 export interface HeldBytes {

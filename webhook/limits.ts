@@ -1,5 +1,10 @@
 import { MAX_SETTING_BYTES, MAX_TEMPLATE_BYTES } from '../agent/contract/value-limits.ts';
-import { MAX_CACHE_BYTES, MAX_CACHED_CHARS } from './admission/admission-cache.ts';
+import {
+  ADMISSION_HEAP_PER_VALUE,
+  MAX_ADMISSION_HEAP_BYTES,
+  MAX_CACHE_BYTES,
+  MAX_CACHED_CHARS,
+} from './admission/admission-cache.ts';
 import { ACCEPTED_ENV_LIMIT, MAX_SHOWN_PROBLEMS } from './admission/admit-pod.ts';
 import {
   MAX_ANSWER_BYTES,
@@ -22,6 +27,7 @@ import {
   MAX_LARGE_PER_SOURCE_BYTES,
   MAX_SLOT_BYTES,
   RETRY_AFTER_SECONDS,
+  SHED_LINGER_MS,
   SLOT_BYTES,
 } from './body-budget.ts';
 import {
@@ -35,6 +41,7 @@ import {
   MAX_CONNECTIONS_PER_SOURCE,
   REQUEST_TIMEOUT_MS,
 } from './connection-limits.ts';
+import { MEMORY_LIMIT_MIB, oldSpaceMiB, SEMI_SPACE_MIB } from './heap-limit.ts';
 
 /**
  * What one request, one pod and the caches may cost the webhook, declared once as data for the docs
@@ -57,27 +64,53 @@ const REFUSED = 'the pod is refused, naming the annotation and the limit';
 
 const MiB = 1024 * 1024;
 
+/** The V8 heap the webhook starts with, MiB (measured with the bundle: 13 to 14 MiB committed). */
+export const HEAP_AT_START_MIB = 14;
+
+/** V8's whole heap under the Deployment's NODE_OPTIONS: old space and a young generation of 3 semi-spaces. */
+export const HEAP_CAP_MIB = oldSpaceMiB(MEMORY_LIMIT_MIB) + 3 * SEMI_SPACE_MIB;
+
 /**
- * The webhook's resident memory at worst, under any mix of what a tenant can send: every term is held
- * at its limit at once. The first and last are measured (with the bundle and the Deployment's
- * NODE_OPTIONS; test/siege/webhook-connections.test.ts checks the first), the rest are the limits
- * below. It stays under three quarters of the Deployment's 256Mi: the cgroup is charged for kernel
- * socket buffers and page cache besides.
+ * The webhook's resident memory at worst, under any mix of what tenants can send and however many
+ * send it at once: every term held at its limit at the same time. Bodies are parsed one at a time
+ * (admission is synchronous), so what a parse builds is in V8's heap, whose cap NODE_OPTIONS sets:
+ * objects, strings, the admission cache and garbage not yet collected alike. Outside it are what is
+ * counted as it arrives (request and answer bytes), connections, and what is measured (with the bundle
+ * and the Deployment's NODE_OPTIONS): Node itself, what V8 keeps beside its heap, and read buffers let go
+ * but not yet freed. test/siege/webhook-connections.test.ts checks the first term and
+ * test/siege/webhook-tenants.test.ts the sum under load. It stays under three quarters of the
+ * Deployment's memory limit: the cgroup is charged for kernel socket buffers and page cache besides.
  */
 export const WORST_CASE_MEMORY: readonly { readonly what: string; readonly mib: number }[] = [
-  { what: 'Node, started and warmed up (24 MiB private, 52 MiB of its binary and code)', mib: 76 },
+  {
+    what: `Node, started and warmed up (58 MiB of its binary and code once every path has run, 12 MiB private, ${HEAP_AT_START_MIB} MiB of V8 heap)`,
+    mib: 58 + 12 + HEAP_AT_START_MIB,
+  },
+  {
+    what: `V8’s heap past what it starts with, up to its cap (${oldSpaceMiB(MEMORY_LIMIT_MIB)} MiB old space + 3 × ${SEMI_SPACE_MIB} MiB young: NODE_OPTIONS)`,
+    mib: HEAP_CAP_MIB - HEAP_AT_START_MIB,
+  },
+  {
+    // Its string table grows with a body's new names and short strings, its parser's stacks with its
+    // values: for 250,000, up to 6 MiB of table while it is copied to a larger one and 3 MiB of stacks
+    // (measured with heaptrack).
+    what: `what V8 keeps beside its heap to parse a body of ${MAX_JSON_VALUES.toLocaleString('en')} values`,
+    mib: 8,
+  },
   {
     what: `${MAX_CONNECTIONS} connections × ${size(CONNECTION_BYTES)}`,
     mib: (MAX_CONNECTIONS * CONNECTION_BYTES) / MiB,
   },
   { what: 'every request’s first bytes', mib: MAX_SLOT_BYTES / MiB },
   { what: 'bytes past them', mib: MAX_LARGE_IN_FLIGHT_BYTES / MiB },
-  { what: 'the admission cache', mib: MAX_CACHE_BYTES / MiB },
   {
-    // One admission of a 2.5 MiB template or a 3 MiB body of JSON peaks 24 MiB over the rest; eight
-    // hostile bodies at once leave up to 64 MiB of garbage before V8 collects it.
-    what: 'one admission at a time, and the garbage of those before it until V8 collects',
-    mib: 64,
+    // A body's chunks once it is parsed or shed, and the decoded TLS records of connections mid-request,
+    // until V8's next collection frees them (measured: 3 to 10 MiB past the bytes counted in flight,
+    // under 8 to 128 senders of 2 to 3 MB bodies), and the holes they and V8's freed pages leave in the
+    // process's memory (the worst bodies one after another on a full admission cache peaked at 142 to
+    // 167 MiB, with next to no connections or request bytes).
+    what: 'read buffers let go until V8 frees them, and the holes left behind',
+    mib: 24,
   },
 ];
 
@@ -124,8 +157,8 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'Request and answer bytes past their request’s first ones, all in flight together',
     limit: `${size(MAX_LARGE_IN_FLIGHT_BYTES)}; ${size(MAX_LARGE_PER_SOURCE_BYTES)} from one address`,
-    past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\` (the rest of a body is dropped as it arrives); the API server retries within \`timeoutSeconds\``,
-    why: 'Two of the largest bodies the API server sends. A body counts until parsed, its answer until sent.',
+    past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\`; nothing more of the body is read, and its connection closes ${SHED_LINGER_MS / 1000} s after the answer. The API server retries within \`timeoutSeconds\``,
+    why: 'Two of the largest bodies the API server sends. A body counts from its first byte until its answer takes its place, its answer until sent. Bodies past their first bytes are parsed one a turn of the event loop, and wait for theirs as these bytes.',
   },
   {
     what: 'JSON nesting of a body',
@@ -137,7 +170,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     what: 'JSON values in a body (`{`, `[` and `,`)',
     limit: MAX_JSON_VALUES.toLocaleString('en'),
     past: 'HTTP 400, before it is parsed',
-    why: '3 MiB of empty objects or arrays would become 60 to 85 MiB of heap.',
+    why: 'A value costs up to 120 bytes of heap once parsed, and V8 keeps a string table and parser stacks beside its heap that grow with them: at 250,000 the worst body needed over 40 MiB of heap, at 150,000 under 32 MiB. `request.oldObject` is never parsed and its values are not counted.',
   },
   {
     what: `\`${PREFIX}\` annotations on a pod`,
@@ -227,7 +260,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     what: 'The admission cache (`ADMISSION_CACHE_SIZE`)',
     limit: `${size(MAX_CACHE_BYTES)} in all; an answer over ${size(MAX_CACHED_CHARS)} is not kept`,
     past: 'the least recently used decisions are dropped',
-    why: 'Whatever ADMISSION_CACHE_SIZE says: counted as the UTF-8 bytes of what it keeps. Keys are SHA-256 digests.',
+    why: `Whatever ADMISSION_CACHE_SIZE says: counted as V8 stores what it keeps (two bytes a character in text that holds any past Latin-1). A body being admitted takes room from it (${ADMISSION_HEAP_PER_VALUE} bytes a JSON value, 2 a character), so the two hold ${(MAX_ADMISSION_HEAP_BYTES / MiB).toFixed(1)} MiB at most together. Keys are SHA-256 digests.`,
   },
   {
     what: 'Agent env already checked by the agent’s parser',

@@ -1,11 +1,20 @@
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
+import { setImmediate } from 'node:timers/promises';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import { ConnectionGuard } from '../agent/serve/connection-guard.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
 import { BadReviewError } from './admission/bad-review-error.ts';
-import { BodyBudget, MAX_BODY_BYTES, RETRY_AFTER_SECONDS, type HeldBytes } from './body-budget.ts';
+import {
+  BodyBudget,
+  MAX_BODY_BYTES,
+  RETRY_AFTER_SECONDS,
+  SHED_LINGER_MS,
+  SLOT_BYTES,
+  type HeldBytes,
+} from './body-budget.ts';
 import type { InjectionDefaults } from './config/injection-defaults.ts';
 import {
   ANSWER_DEADLINE_MS,
@@ -38,6 +47,9 @@ const DECISION_MESSAGES = {
   denied: 'pod refused',
 } as const;
 
+/** A request whose client closed its connection before the body was all sent. */
+class ClientGone extends Error {}
+
 class HttpError extends Error {
   readonly status: number;
   constructor(status: number, message: string) {
@@ -57,6 +69,7 @@ const SHED_MESSAGE = `the webhook holds as many request bodies as it may; retry 
 export function createWebhookServer(options: WebhookServerOptions): Server {
   const { metrics, log } = options;
   const budget = new BodyBudget();
+  const largeBodies = turns();
   const server = createServer(
     {
       ...options.tls,
@@ -82,7 +95,7 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       metrics.requests.inc({ outcome });
       metrics.duration.observe({ outcome }, Number(process.hrtime.bigint() - started) / 1e9);
     };
-    route(req, res, options, budget, finish).catch((e: unknown) => {
+    route(req, res, options, budget, largeBodies, finish).catch((e: unknown) => {
       const err = e as Error;
       // Name and stack come from our code; request content never reaches an error message here.
       log.error({ err: { name: err.name, stack: err.stack } }, 'request failed');
@@ -116,6 +129,7 @@ async function route(
   res: ServerResponse,
   options: WebhookServerOptions,
   budget: BodyBudget,
+  largeBodies: () => Promise<void>,
   finish: (outcome: RequestOutcome) => void,
 ): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
@@ -146,7 +160,20 @@ async function route(
       req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     if (declared !== undefined && !(declared <= MAX_BODY_BYTES))
       throw new HttpError(413, `the body is over ${MAX_BODY_BYTES} bytes`);
-    const body = await readBody(req, MAX_BODY_BYTES, bytes);
+    const chunks = await readBody(req, MAX_BODY_BYTES, bytes);
+    // A body past its slot takes up to a few hundred milliseconds to parse and admit: they take turns.
+    if (chunks.reduce((sum, c) => sum + c.length, 0) > SLOT_BYTES) {
+      // A client gone meanwhile frees its bytes in the budget (bytes.release): its chunks go with them,
+      // so bodies waiting for their turn never hold more than the budget counts.
+      const gone = () => (chunks.length = 0);
+      res.once('close', gone);
+      await largeBodies();
+      res.off('close', gone);
+      if (res.destroyed) return;
+    }
+    // From here to the answer nothing awaits: one body at a time is text and objects (the parse lane).
+    // Bodies still arriving or waiting for their turn are their chunks, counted in `bytes`.
+    const body = decode(chunks);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
     // The body is parsed: its answer takes its place until sent.
@@ -166,15 +193,7 @@ async function route(
     );
     finish(outcome);
   } catch (e) {
-    if (e instanceof HttpError && e.status === 429) {
-      // Its rest is dropped as it arrives, but no longer than a request may take: Node's request
-      // timeout ends with the answer, and a sender dripping a byte a second would keep the connection.
-      const cut = setTimeout(() => req.socket.destroy(), REQUEST_TIMEOUT_MS);
-      cut.unref();
-      req.once('end', () => clearTimeout(cut));
-      req.socket.once('close', () => clearTimeout(cut));
-      return shed(res, options, finish, 'body');
-    }
+    if (e instanceof HttpError && e.status === 429) return shed(res, options, finish, 'body');
     if (e instanceof BadReviewError || e instanceof HttpError) {
       const status = e instanceof HttpError ? e.status : 400;
       // Drain nothing more from an oversized body: close the connection instead.
@@ -188,19 +207,48 @@ async function route(
       finish('invalid');
       return;
     }
+    if (e instanceof ClientGone) return options.log.debug('request abandoned by its client while being sent');
     throw e;
   }
 }
 
-/** Answers 429 with Retry-After, which the API server retries; `at` says what did not fit. */
+/**
+ * Turns of the event loop, one each in the order asked: a large body's parse waits for its own, so
+ * bodies that arrive together are parsed one per turn, and handshakes, requests and answers in between
+ * are not held behind a run of them (each takes a few hundred milliseconds at 3 MiB).
+ */
+function turns(): () => Promise<void> {
+  let last = Promise.resolve();
+  return () => (last = last.then(() => setImmediate()));
+}
+
+/**
+ * Answers 429 with Retry-After, which the API server retries; `at` says what did not fit. A body shed
+ * part-way is read no further (readBody paused it) and its connection closes: the answer says so and
+ * goes out whole at once, and the connection ends SHED_LINGER_MS later. Read and dropped instead, a
+ * body costs what the budget saves in buffers not yet collected, and Node stops reading it once the
+ * answer is sent anyway: its rest waits in the kernel's buffers, which the container is charged for,
+ * until the connection closes (128 senders left up to 150 MiB there; closed this way, 20 to 65).
+ * Ended at once with bytes unread, the connection is reset, and a client still sending may lose the
+ * answer to it.
+ */
 function shed(
   res: ServerResponse,
   options: WebhookServerOptions,
   finish: (outcome: RequestOutcome) => void,
   at: 'body' | 'answer',
 ): void {
-  res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
-  send(res, 429, { error: SHED_MESSAGE });
+  const text = JSON.stringify({ error: SHED_MESSAGE });
+  res.writeHead(429, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'retry-after': String(RETRY_AFTER_SECONDS),
+    ...(at === 'body' ? { connection: 'close' } : {}),
+  });
+  if (at === 'body') {
+    res.write(text);
+    setTimeout(() => res.end(), SHED_LINGER_MS).unref();
+  } else res.end(text);
   options.log.warn(
     { outcome: 'shed', status: 429, at },
     'request shed: the bytes of requests and answers in flight are at their limit, the API server retries it',
@@ -208,8 +256,8 @@ function shed(
   finish('shed');
 }
 
-/** The body, each chunk counted in `bytes` as it arrives: 429 when one does not fit, 413 past `limit`. */
-function readBody(req: IncomingMessage, limit: number, bytes: HeldBytes): Promise<string> {
+/** The body's chunks, each counted in `bytes` as it arrives: 429 when one does not fit, 413 past `limit`. */
+function readBody(req: IncomingMessage, limit: number, bytes: HeldBytes): Promise<Buffer[]> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -225,19 +273,31 @@ function readBody(req: IncomingMessage, limit: number, bytes: HeldBytes): Promis
         req.off('data', onData);
         chunks.length = 0;
         bytes.replace(0);
-        // Past the limit the connection is closed with the answer; a shed body's rest is read and
-        // dropped as it arrives (within the request timeout), so the 429 reaches a client still sending.
-        if (refused.status === 413) req.pause();
-        else req.resume();
+        // Nothing more is read: the connection closes with the answer (shed) or at once (413).
+        req.pause();
         reject(refused);
         return;
       }
       chunks.push(chunk);
     };
     req.on('data', onData);
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    req.on('end', () => resolve(chunks));
+    // The client went away while sending (its deadline, a reset): no one is left to answer.
+    req.on('error', () => reject(new ClientGone()));
   });
+}
+
+/**
+ * The body's text, decoded chunk by chunk (as Buffer#toString would, characters split between chunks
+ * included): a 3 MiB Buffer.concat would be one more copy, and one malloc keeps (glibc raises its mmap
+ * threshold to the largest block freed, and the next ones stay in its heap).
+ */
+function decode(chunks: Buffer[]): string {
+  const decoder = new StringDecoder('utf8');
+  const parts = chunks.map((chunk) => decoder.write(chunk));
+  parts.push(decoder.end());
+  chunks.length = 0;
+  return parts.join('');
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {

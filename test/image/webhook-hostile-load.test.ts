@@ -24,6 +24,7 @@ import {
 import { certDir, makeServingPair } from '../webhook/tls-certs.ts';
 import { builtImages } from './podman.ts';
 import { startWebhookImage } from './webhook-image.ts';
+import { oldSpaceMiB } from '../../webhook/heap-limit.ts';
 
 /**
  * The ceiling on the webhook's private memory (RssAnon: heap, buffers; what the container's cgroup is
@@ -257,7 +258,7 @@ describe('the webhook image under its Deployment’s memory limit, while a tenan
           assert.ok((warning!.heapLimitMiB as number) > deployed.memoryLimitMiB);
           assert.match(
             warning!.fix as string,
-            new RegExp(`--max-old-space-size=${deployed.memoryLimitMiB / 2} `),
+            new RegExp(`--max-old-space-size=${oldSpaceMiB(deployed.memoryLimitMiB)} `),
           );
         } else assert.equal(warning, undefined, JSON.stringify(warning));
       } finally {

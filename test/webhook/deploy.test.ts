@@ -9,6 +9,7 @@ import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../we
 import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { MAX_LARGE_IN_FLIGHT_BYTES, MAX_SLOT_BYTES } from '../../webhook/body-budget.ts';
+import { heapOptions, oldSpaceMiB } from '../../webhook/heap-limit.ts';
 import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ROOT } from '../support/run-agent.ts';
 import { deployedWebhook } from './deployed-webhook.ts';
@@ -88,11 +89,12 @@ describe('deploy/', () => {
       assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `${name} is not a webhook setting`);
   });
 
-  it('the Deployment caps the webhook’s V8 heap at half its memory limit, as the webhook caps the agent’s', () => {
+  it('the Deployment caps the webhook’s V8 heap as its worst case counts it: 3/16 of its memory limit in old space, 1 MiB semi-spaces', () => {
     const deployed = deployedWebhook();
+    assert.equal(deployed.nodeOptions, heapOptions(deployed.memoryLimitMiB));
     const oldSpace = /--max-old-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);
     assert.ok(oldSpace, `NODE_OPTIONS ${JSON.stringify(deployed.nodeOptions)} caps the heap`);
-    assert.equal(Number(oldSpace[1]), deployed.memoryLimitMiB / 2);
+    assert.equal(Number(oldSpace[1]), oldSpaceMiB(deployed.memoryLimitMiB));
     // The young generation counts too (3 × the semi-space): small, so the heap's whole limit stays
     // well under the container's, with room for Node itself and the request budget's buffers.
     const semiSpace = /--max-semi-space-size=(\d+)(?:\s|$)/.exec(deployed.nodeOptions);

@@ -242,6 +242,8 @@ export interface LoadTarget {
 export interface RunningBundle extends LoadTarget {
   /** The process's stderr so far. */
   stderr(): string;
+  /** Its log lines at level error or above, so far. */
+  errors(): readonly Record<string, unknown>[];
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -264,6 +266,7 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
   });
   let stderr = '';
   let partial = '';
+  const errors: Record<string, unknown>[] = [];
   let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on('exit', (code, signal) => resolve((exited = { code, signal }))),
@@ -274,10 +277,11 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
       const lines = (partial + d.toString()).split('\n');
       partial = lines.pop()!;
       for (const line of lines) {
-        // Admission decisions are one line each: only the start-up line is read.
+        // Admission decisions are one line each: only the start-up line and errors are kept.
         if (!line.startsWith('{')) continue;
         const entry = JSON.parse(line) as Record<string, unknown>;
         if (entry.msg === 'webhook listening') resolve(entry.port as number);
+        if ((entry.level as number) >= 50) errors.push(entry);
       }
     });
     void exit.then(({ code, signal }) =>
@@ -290,6 +294,7 @@ export async function startBundle(webhookJs: string, nodeOptions: string): Promi
     pid: child.pid!,
     gone: exit,
     stderr: () => stderr,
+    errors: () => errors,
     stop: async () => {
       if (!exited) child.kill('SIGTERM');
       const result = await exit;

@@ -1,5 +1,8 @@
+import fc from 'fast-check';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAgentConfig } from '../../agent/config/parse-agent-config.ts';
 import { ConfigErrors } from '../../agent/contract/errors.ts';
@@ -10,7 +13,12 @@ import {
   MAX_ANNOTATION_TOTAL_BYTES,
   MAX_ANNOTATIONS,
 } from '../../webhook/admission/annotation-limits.ts';
-import { checkJsonShape, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
+import {
+  checkJsonShape,
+  MAX_JSON_DEPTH,
+  MAX_JSON_VALUES,
+  withNull,
+} from '../../webhook/admission/json-limits.ts';
 import { BadReviewError } from '../../webhook/admission/bad-review-error.ts';
 import { decodeAdmissionReview } from '../../webhook/admission/review.ts';
 import {
@@ -21,21 +29,34 @@ import {
   MAX_SLOT_BYTES,
   SLOT_BYTES,
 } from '../../webhook/body-budget.ts';
-import { MAX_CACHE_BYTES } from '../../webhook/admission/admission-cache.ts';
+import {
+  AdmissionCache,
+  admissionHeapBytes,
+  MAX_ADMISSION_HEAP_BYTES,
+  MAX_CACHE_BYTES,
+} from '../../webhook/admission/admission-cache.ts';
 import { CONNECTION_BYTES, MAX_CONNECTIONS } from '../../webhook/connection-limits.ts';
-import { WEBHOOK_LIMITS, WORST_CASE_MEMORY, WORST_CASE_MIB } from '../../webhook/limits.ts';
+import { heapOptions, MEMORY_LIMIT_MIB } from '../../webhook/heap-limit.ts';
+import {
+  HEAP_AT_START_MIB,
+  HEAP_CAP_MIB,
+  WEBHOOK_LIMITS,
+  WORST_CASE_MEMORY,
+  WORST_CASE_MIB,
+} from '../../webhook/limits.ts';
 import { deployedWebhook } from './deployed-webhook.ts';
 import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { startWebhook } from '../../webhook/start.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { captureLog } from '../support/captured-log.ts';
-import { runAgent } from '../support/run-agent.ts';
+import { ROOT, runAgent } from '../support/run-agent.ts';
 import {
   admitThroughWebhook,
   AGENT_IMAGE,
   basicPod,
   containerEnv,
   decodePatch,
+  injectionDefaults,
   mutate,
   review,
   validatePod,
@@ -94,7 +115,78 @@ describe('the JSON shape of a body, checked before it is parsed', () => {
         .join(',')}]`,
       `[${Array(1_000_000).fill('{}').join(',')}]`,
     ])
-      assert.throws(() => checkJsonShape(wide), /holds more than 250000 JSON values/);
+      assert.throws(() => checkJsonShape(wide), new RegExp(`holds more than ${MAX_JSON_VALUES} JSON values`));
+  });
+  it('finds every request.oldObject, which is never made into objects, as JSON.parse reads the text: any spacing, escaped names, names given twice', () => {
+    const space = fc.constantFrom('', ' ', '\n  ', '\t');
+    // Names as they may be written: plain, escaped, or near misses that are other names.
+    const name = fc.constantFrom(
+      '"request"',
+      '"oldObject"',
+      '"object"',
+      '"uid"',
+      '"\\u0072equest"',
+      '"old\\u004Fbject"',
+      '"oldObject "',
+      '"__proto__"',
+    );
+    const leaf = fc.constantFrom(
+      'null',
+      'true',
+      '-1.5e3',
+      '7',
+      '"x"',
+      '"a\\"b,"',
+      '"{[:,]}"',
+      '"\\\\"',
+      '"é’"',
+    );
+    const { value } = fc.letrec<{ value: string; list: string; object: string }>((tie) => ({
+      value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, tie('list'), tie('object')),
+      list: fc
+        .tuple(fc.array(fc.tuple(space, tie('value')), { maxLength: 4 }), space)
+        .map(([items, end]) => `[${items.map(([s, v]) => `${s}${v}`).join(',')}${end}]`),
+      object: fc
+        .tuple(fc.array(fc.tuple(space, name, space, tie('value')), { maxLength: 5 }), space)
+        .map(
+          ([members, end]) => `{${members.map(([s, n, t, v]) => `${s}${n}${t}:${s}${v}`).join(',')}${end}}`,
+        ),
+    }));
+    const reviews = fc
+      .array(fc.tuple(space, name, value, space), { maxLength: 5 })
+      .map((members) => `{${members.map(([s, n, v, t]) => `${s}${n}:${t}${v}${s}`).join(',')}}`);
+    let nulled = 0;
+    fc.assert(
+      fc.property(fc.oneof(reviews, value), (text) => {
+        const expected = JSON.parse(text) as unknown;
+        const request = (expected as { request?: unknown } | null)?.request;
+        if (
+          typeof request === 'object' &&
+          request !== null &&
+          !Array.isArray(request) &&
+          Object.hasOwn(request, 'oldObject')
+        ) {
+          (request as Record<string, unknown>).oldObject = null;
+          nulled++;
+        }
+        assert.deepEqual(JSON.parse(withNull(text, checkJsonShape(text).unread)), expected, text);
+      }),
+      { numRuns: 3000 },
+    );
+    assert.ok(nulled > 100, `${nulled} reviews had a request.oldObject`);
+    // A review as the API server sends an UPDATE: its oldObject is found, whole.
+    const sent = review(basicPod({}), { operation: 'UPDATE' }) as { request: Record<string, unknown> };
+    sent.request.oldObject = { spec: { a: [1, 2] } };
+    const update = JSON.stringify(sent);
+    const [range] = checkJsonShape(update).unread;
+    assert.equal(update.slice(...range!), '{"spec":{"a":[1,2]}}');
+    // Its values are not counted: only what JSON.parse will build is.
+    const wide = `[${Array(MAX_JSON_VALUES + 10)
+      .fill('0')
+      .join(',')}]`;
+    const old = update.replace('{"spec":{"a":[1,2]}}', wide);
+    assert.equal(checkJsonShape(old).values, checkJsonShape(update).values);
+    assert.throws(() => checkJsonShape(old.replace('"oldObject"', '"olderObject"')), /JSON values/);
   });
 });
 
@@ -241,18 +333,74 @@ describe('the secret-agent.io/ annotations, measured before any is parsed', () =
 });
 
 describe('the webhook’s memory at worst', () => {
-  it('sums what a tenant can make it hold, each term at its limit, to under three quarters of the Deployment’s memory limit', () => {
-    const deployed = deployedWebhook();
-    assert.ok(WORST_CASE_MIB < deployed.memoryLimitMiB * 0.75, `${WORST_CASE_MIB} MiB`);
+  const MiB = 2 ** 20;
+  const deployed = deployedWebhook();
+  const flag = (name: string) =>
+    Number(new RegExp(`--${name}=(\\d+)(?:\\s|$)`).exec(deployed.nodeOptions)?.[1] ?? NaN);
+
+  it('sums what tenants can make it hold, every term at its limit and V8’s heap at the cap the Deployment’s NODE_OPTIONS sets, to at most three quarters of its memory limit', () => {
+    assert.equal(deployed.memoryLimitMiB, MEMORY_LIMIT_MIB);
+    assert.equal(deployed.nodeOptions, heapOptions(MEMORY_LIMIT_MIB));
+    // Node's term holds the heap it starts with, the next one the rest of V8's heap up to its cap.
+    assert.match(WORST_CASE_MEMORY[0]!.what, new RegExp(`${HEAP_AT_START_MIB} MiB of V8 heap`));
+    assert.equal(
+      WORST_CASE_MEMORY[1]!.mib + HEAP_AT_START_MIB,
+      flag('max-old-space-size') + 3 * flag('max-semi-space-size'),
+    );
+    assert.equal(HEAP_CAP_MIB, flag('max-old-space-size') + 3 * flag('max-semi-space-size'));
     const terms = new Map(WORST_CASE_MEMORY.map((t) => [t.what, t.mib]));
-    assert.equal(terms.get('every request’s first bytes'), (MAX_CONNECTIONS * SLOT_BYTES) / 2 ** 20);
-    assert.equal(terms.get('bytes past them'), MAX_LARGE_IN_FLIGHT_BYTES / 2 ** 20);
-    assert.equal(terms.get('the admission cache'), MAX_CACHE_BYTES / 2 ** 20);
+    assert.equal(terms.get('every request’s first bytes'), (MAX_CONNECTIONS * SLOT_BYTES) / MiB);
+    assert.equal(terms.get('bytes past them'), MAX_LARGE_IN_FLIGHT_BYTES / MiB);
     assert.equal(
       terms.get(`${MAX_CONNECTIONS} connections × ${CONNECTION_BYTES / 1024} KiB`),
-      (MAX_CONNECTIONS * CONNECTION_BYTES) / 2 ** 20,
+      (MAX_CONNECTIONS * CONNECTION_BYTES) / MiB,
     );
-    assert.equal(WEBHOOK_LIMITS.at(-1)!.limit, `${WORST_CASE_MIB} MiB at most`);
+    assert.equal(
+      WORST_CASE_MIB,
+      WORST_CASE_MEMORY.reduce((sum, t) => sum + t.mib, 0),
+    );
+    assert.ok(WORST_CASE_MIB <= deployed.memoryLimitMiB * 0.75, `${WORST_CASE_MIB} MiB`);
+    // The limits table states the sum and each term, and docs/reference/webhook.md is that table.
+    const row = WEBHOOK_LIMITS.at(-1)!;
+    assert.equal(row.limit, `${WORST_CASE_MIB} MiB at most`);
+    for (const t of WORST_CASE_MEMORY) assert.ok(row.why.includes(`${t.mib} MiB ${t.what}`), t.what);
+    const reference = readFileSync(join(ROOT, 'docs/reference/webhook.md'), 'utf8');
+    assert.ok(
+      reference.includes(`| ${WORST_CASE_MIB} MiB at most |`),
+      'docs/reference/webhook.md: run npm run docs',
+    );
+  });
+
+  it('the heap the Deployment gives holds what it starts with, the admission cache and the body being admitted: a body at the JSON limits takes the room it may need from the cache, an ordinary pod takes none', () => {
+    assert.ok(
+      HEAP_AT_START_MIB * MiB + MAX_ADMISSION_HEAP_BYTES <= flag('max-old-space-size') * MiB,
+      `${HEAP_AT_START_MIB} MiB + ${(MAX_ADMISSION_HEAP_BYTES / MiB).toFixed(1)} MiB`,
+    );
+    assert.ok(MAX_CACHE_BYTES <= MAX_ADMISSION_HEAP_BYTES);
+    const cache = new AdmissionCache(10_000);
+    const defaults = injectionDefaults({ AGENT_AWS_REGION: 'eu-west-1' });
+    const ordinary = (i: number) =>
+      JSON.stringify(
+        review(basicPod({ 'secret-agent.io/secret-db': `aws:prod/db-${i}` }), { uid: `u-${i}` }),
+      );
+    for (let i = 0; i < 100; i++) cache.admitBody(ordinary(i), defaults);
+    const held = cache.bytes;
+    assert.equal(cache.size, 100);
+    cache.admitBody(ordinary(100), defaults);
+    assert.ok(cache.bytes > held, 'an ordinary pod made no room: it was added');
+    assert.equal(cache.size, 101);
+    // As many values as the limit allows, in a field the webhook never reads, and as many bytes.
+    const wide = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/wide', note: '#' }, { tolerations: '@' });
+    const values = `[${Array(MAX_JSON_VALUES - 100)
+      .fill('0')
+      .join(',')}]`;
+    const text = JSON.stringify(review(wide, { uid: 'wide' })).replace('"@"', values);
+    const body = text.replace('"#"', `"${'#'.repeat(MAX_BODY_BYTES - text.length + 1)}"`);
+    assert.equal(Buffer.byteLength(body), MAX_BODY_BYTES);
+    assert.ok(admissionHeapBytes(checkJsonShape(body).values, body.length) > MAX_ADMISSION_HEAP_BYTES - MiB);
+    assert.equal(cache.admitBody(body, defaults).outcome, 'injected');
+    // Every decision before it went to make room; its own is the one kept.
+    assert.equal(cache.size, 1);
   });
 });
 
@@ -366,7 +514,13 @@ describe('request bodies in flight, over HTTPS', () => {
         ),
       );
       const again = () =>
-        new Promise<{ status: number; retryAfter?: string; body: string }>((resolve, reject) => {
+        new Promise<{
+          status: number;
+          retryAfter?: string;
+          connection?: string;
+          body: string;
+          closed: Promise<void>;
+        }>((resolve, reject) => {
           const req = request(
             {
               host: '127.0.0.1',
@@ -381,13 +535,22 @@ describe('request bodies in flight, over HTTPS', () => {
             },
             (res) => {
               let body = '';
+              const closed = new Promise<void>((done) => res.socket.once('close', () => done()));
               res.on('data', (d: Buffer) => (body += d.toString()));
               res.on('end', () =>
-                resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'], body }),
+                resolve({
+                  status: res.statusCode!,
+                  retryAfter: res.headers['retry-after'],
+                  connection: res.headers.connection,
+                  body,
+                  closed,
+                }),
               );
             },
           );
-          req.on('error', reject);
+          // The server closes a shed request's connection while its body is still being sent.
+          req.on('error', () => undefined);
+          req.on('close', () => reject(new Error('closed before an answer')));
           req.end(medium);
         });
       await first.flushed;
@@ -397,6 +560,9 @@ describe('request bodies in flight, over HTTPS', () => {
       while (answer.status !== 429 && Date.now() < until) answer = await again();
       assert.equal(answer.status, 429);
       assert.equal(answer.retryAfter, '1');
+      // Nothing more of it is read: the answer says the connection closes, and the server closes it.
+      assert.equal(answer.connection, 'close');
+      await answer.closed;
       assert.match(answer.body, /the webhook holds as many request bodies as it may; retry in 1 s/);
       // Other sources are not held up: an ordinary pod, and a whole 3 MiB body from 127.0.0.1.
       await ordinary();

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import {
   admitPod,
@@ -7,6 +7,8 @@ import {
   type AdmissionResult,
   type DecisionLog,
 } from './admit-pod.ts';
+import { MAX_BODY_BYTES } from '../body-budget.ts';
+import { checkJsonShape, MAX_JSON_VALUES } from './json-limits.ts';
 import { decodeAdmissionReview, isUid, reviewText, type AdmissionRequest } from './review.ts';
 
 /** A decision whose answer is longer than this is not kept. */
@@ -14,13 +16,34 @@ export const MAX_CACHED_CHARS = 64 * 1024;
 
 /**
  * What the cache holds in all, decisions and body shapes together, whatever ADMISSION_CACHE_SIZE says:
- * counted as the UTF-8 bytes of their text (never less than V8 holds) plus ITEM_OVERHEAD each. A
- * sixth of the heap the Deployment gives the webhook.
+ * counted as V8 stores their text (a byte a character, two in a string that holds any character past
+ * Latin-1: one `’` in a warning doubles an answer) plus ITEM_OVERHEAD each.
  */
 export const MAX_CACHE_BYTES = 16 * 1024 * 1024;
 
+/**
+ * The heap admitting one body may take at once, at most, for each JSON value it holds and each of its
+ * characters: JSON.parse's objects, the pod view, its key and the answer. Measured with the worst
+ * shapes the JSON limits let through: one-member objects whose names are all new (a hidden class
+ * each) allocate 120 bytes a value in all, garbage included; text of two-byte characters, 2 a character.
+ */
+export const ADMISSION_HEAP_PER_VALUE = 128;
+export const ADMISSION_HEAP_PER_CHAR = 2;
+
+/** What admitting a body of `values` JSON values and `chars` characters may take of the heap, at most. */
+export function admissionHeapBytes(values: number, chars: number): number {
+  return ADMISSION_HEAP_PER_VALUE * values + ADMISSION_HEAP_PER_CHAR * chars;
+}
+
+/**
+ * What the cache's decisions and the body being admitted hold on the heap together: before a body is
+ * parsed, the least recently used decisions make room for what it may take (admissionHeapBytes). An
+ * ordinary pod takes nothing from a full cache; a body at the JSON limits empties it.
+ */
+export const MAX_ADMISSION_HEAP_BYTES = admissionHeapBytes(MAX_JSON_VALUES, MAX_BODY_BYTES);
+
 /** What an item costs besides its text: the Map's slot, the objects around the strings. */
-const ITEM_OVERHEAD = 256;
+const ITEM_OVERHEAD = 512;
 
 /** What every cached item carries: its cost, counted once when it is made. */
 interface Sized {
@@ -146,7 +169,11 @@ export class AdmissionCache {
       const request = { ...shape.envelope, uid: cut!.uid };
       return { request, ...answer(request, entry), lookup: 'hit' };
     }
-    const request = decodeAdmissionReview(body);
+    // Here, where a body is parsed, not before the shapes: a replica's body, answered by its text
+    // alone, is never parsed, and its shape is one already checked.
+    const json = checkJsonShape(body);
+    this.#makeRoom(admissionHeapBytes(json.values, body.length));
+    const request = decodeAdmissionReview(body, json);
     const { entryKey, ...admitted } = this.#admit(request, defaults);
     if (shapeKey !== undefined && entryKey !== undefined && request.uid === cut!.uid)
       this.#learn(shapeKey, request, entryKey);
@@ -175,7 +202,10 @@ export class AdmissionCache {
       const { outcome, log, fields } = decideAdmission(input, defaults);
       const fieldsJson = JSON.stringify(fields);
       kept = fieldsJson.length <= MAX_CACHED_CHARS;
-      const bytes = kept ? ITEM_OVERHEAD + textBytes(key, fieldsJson, JSON.stringify(log)) : 0;
+      // The log's objects and lists take about three times their JSON (measured).
+      const bytes = kept
+        ? ITEM_OVERHEAD + textBytes(key, fieldsJson) + 3 * textBytes(JSON.stringify(log))
+        : 0;
       entry = { outcome, log, fieldsJson, bytes };
       // Answers share its log fields from now on: frozen, so no caller can change the next one's.
       if (kept) this.#keep(this.#entries, key, deepFreeze(entry));
@@ -217,6 +247,13 @@ export class AdmissionCache {
     while (this.#bytes > this.#maxBytes && other.size > 0) this.#drop(other, other.keys().next().value!);
   }
 
+  /** Drops the least recently used, body shapes first, until `bytes` more fit MAX_ADMISSION_HEAP_BYTES. */
+  #makeRoom(bytes: number): void {
+    const room = MAX_ADMISSION_HEAP_BYTES - bytes;
+    for (const map of [this.#shapes, this.#entries] as Map<string, Sized>[])
+      while (this.#bytes > room && map.size > 0) this.#drop(map, map.keys().next().value!);
+  }
+
   #drop(map: Map<string, Sized>, key: string): void {
     const old = map.get(key);
     if (old === undefined) return;
@@ -226,21 +263,43 @@ export class AdmissionCache {
 
   #settingsOf(defaults: InjectionDefaults): string {
     let settings = this.#settings.get(defaults);
-    if (settings === undefined)
-      this.#settings.set(defaults, (settings = hash('sha256', JSON.stringify(defaults), 'base64')));
+    if (settings === undefined) this.#settings.set(defaults, (settings = sha256(JSON.stringify(defaults))));
     return settings;
   }
 
   #entryKey(input: AdmissionInput, defaults: InjectionDefaults): string {
     // One JSON array: no two different inputs serialize to the same text.
-    return hash('sha256', JSON.stringify([this.#settingsOf(defaults), input.namespace, input.pod]), 'base64');
+    return sha256(JSON.stringify([this.#settingsOf(defaults), input.namespace, input.pod]));
   }
 
   #shapeKey(body: string, cut: UidCut, defaults: InjectionDefaults): string {
     // The settings' hash has a fixed length, and the cut's offset fixes where the text before it ends.
-    const around = `${this.#settingsOf(defaults)}${cut.start}:${body.slice(0, cut.start)}${body.slice(cut.end)}`;
-    return hash('sha256', around, 'base64');
+    return sha256(
+      `${this.#settingsOf(defaults)}${cut.start}:`,
+      body.slice(0, cut.start),
+      body.slice(cut.end),
+    );
   }
+}
+
+/** Text hashed in one piece at most. */
+const HASHED_PIECE = 64 * 1024;
+
+/**
+ * The base64 SHA-256 of the UTF-8 of `texts` joined, as hash() gives it: fed 64 KiB at a time (never a
+ * surrogate pair split), so a 3 MiB body is neither joined on the heap nor encoded in one malloc'd copy.
+ */
+function sha256(...texts: string[]): string {
+  const digest = createHash('sha256');
+  for (const text of texts)
+    for (let at = 0; at < text.length;) {
+      let end = Math.min(at + HASHED_PIECE, text.length);
+      // A pair's low surrogate goes with its high one: each alone would be hashed as U+FFFD.
+      if ((text.charCodeAt(end - 1) & 0xfc00) === 0xd800 && (text.charCodeAt(end) & 0xfc00) === 0xdc00) end++;
+      digest.update(text.slice(at, end));
+      at = end;
+    }
+  return digest.digest('base64');
 }
 
 /** The entry as the answer to `request`: its uid and apiVersion, its pod's name in the log. */
@@ -274,9 +333,17 @@ function isPlain(text: string): boolean {
   return true;
 }
 
-/** The UTF-8 bytes of `texts`: never fewer than V8 stores them in (one byte a character, or two). */
+/**
+ * The bytes V8 stores `texts` in: one a character, or two in a string that holds any character past
+ * Latin-1 (its UTF-8 can be half that); 16 more for each string's header.
+ */
 function textBytes(...texts: string[]): number {
-  return texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
+  return texts.reduce((sum, text) => sum + 16 + text.length * (isOneByte(text) ? 1 : 2), 0);
+}
+
+function isOneByte(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0xff) return false;
+  return true;
 }
 
 /** Marks `key` most recently used. */

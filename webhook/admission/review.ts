@@ -1,6 +1,6 @@
 import { OPT_IN_LABEL, PREFIX } from '../annotations/annotation.ts';
 import { BadReviewError } from './bad-review-error.ts';
-import { checkJsonShape } from './json-limits.ts';
+import { checkJsonShape, withNull, type JsonShape } from './json-limits.ts';
 import { OWN_VOLUME_PREFIX } from '../injected-names.ts';
 import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
 import type { ContainerShape, PodShape, VolumeShape } from '../pod-shape.ts';
@@ -192,14 +192,19 @@ export function isUid(uid: string): boolean {
   return uid !== '' && uid.length <= 128;
 }
 
-/** Decodes a request body; throws BadReviewError for anything that is not an AdmissionReview request. */
-export function decodeAdmissionReview(body: string): AdmissionRequest {
-  // Here, where a body is parsed, not before the admission cache: a replica's body, which the cache
-  // answers by its text alone, is never parsed, and its shape is one already checked.
-  checkJsonShape(body);
+/**
+ * Decodes a request body; throws BadReviewError for anything that is not an AdmissionReview request.
+ * `shape` is checkJsonShape(body), when the caller has it already.
+ */
+export function decodeAdmissionReview(
+  body: string,
+  shape: JsonShape = checkJsonShape(body),
+): AdmissionRequest {
+  const { unread } = shape;
   let doc: unknown;
   try {
-    doc = JSON.parse(body);
+    // request.oldObject is read as null: admission never reads it, and an UPDATE's is as large as its object.
+    doc = JSON.parse(withNull(body, unread));
   } catch {
     throw new BadReviewError('the body is not JSON');
   }
