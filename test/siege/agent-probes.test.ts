@@ -8,6 +8,7 @@ import { DEFAULT_MEMORY_LIMIT, nodeOptions } from '../../webhook/agent-sizing.ts
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { MOTO_ENV, motoSecrets, startMoto, type Moto } from '../support/moto.ts';
 import { AGENT_JS, eventually, memoryDir, startAgent, type RunningAgent } from '../support/run-agent.ts';
+import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
 import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-probes.ts';
 
 /**
@@ -15,7 +16,7 @@ import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-
  * default memory limit, podman's open-file limit), while tenants' pods keep connections to its port
  * from many addresses, each reopened as soon as it is closed. The kubelet's probes of /healthz and
  * /readyz (each on its own connection, its request written at once or arriving 5 or 50 ms after the
- * handshake, 1 s timeout) are answered ≥ 99 %,
+ * handshake, the rendered probes' 3 s timeout) are answered ≥ 99 %,
  * its memory and descriptors stay bounded, and it neither dies nor restarts. One agent for every
  * shape, one after the other, as a pod would meet them.
  */
@@ -108,7 +109,7 @@ describe(
       it(`${shape.name} connections, each reopened as soon as closed: the kubelet's probes answered ≥ 99 %, memory and descriptors bounded`, async (t) => {
         const lanes = shape.sources.reduce((n, s) => n + s.count, 0);
         const f = await probeSiege({
-          target: { host: '127.0.0.1', port },
+          target: { host: '127.0.0.1', port, timeoutMs: AGENT_PROBE_TIMEOUT_SECONDS * 1000 },
           floods: [{ host: '127.0.0.1', port, sources: shape.sources }],
           paths: ['/healthz', '/readyz', '/healthz', '/readyz', '/healthz', '/readyz'],
           // Written at once, or arriving 5 or 50 ms after the handshake, as across a node's network.

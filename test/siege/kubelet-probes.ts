@@ -1,8 +1,7 @@
 /**
  * The kubelet's HTTP probes of a port while tenants flood it (tenant-flood.ts, in processes of their
  * own): each probe as the kubelet sends one (its own connection, the request written as soon as it is
- * connected, `Connection: close`, success on 200-399 within timeoutSeconds' default of 1 s, the
- * connect included), /healthz and /readyz each on its own schedule. Shared by the resident's and the
+ * connected, `Connection: close`, success on 200-399 within timeoutSeconds, the connect included), /healthz and /readyz each on its own schedule. Shared by the resident's and the
  * Node sidecar's batteries (test/siege/resident-probes.test.ts, test/siege/agent-probes.test.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -49,9 +48,6 @@ export function tenants(
   return { name: parts.join(' + '), sources };
 }
 
-/** The kubelet's timeoutSeconds default: the connect, the request and the whole answer within it. */
-export const PROBE_TIMEOUT_MS = 1000;
-
 export interface ProbeResult {
   readonly ok: boolean;
   /** From the connect call to the handshake's completion: the SYN's fate (a dropped SYN waits 1 s). */
@@ -68,6 +64,8 @@ export interface ProbeTarget {
   readonly tls?: boolean;
   /** The source address (the node's), if not the default. */
   readonly from?: string;
+  /** The probe's timeoutSeconds, in ms: the connect, the request and the whole answer within it. */
+  readonly timeoutMs: number;
   /**
    * How long after its handshake the request arrives: a network hop and the kubelet's own scheduling,
    * next to nothing on loopback. 0: written as soon as connected.
@@ -100,7 +98,7 @@ export function kubeletProbe(target: ProbeTarget, path: string): Promise<ProbeRe
     };
     const timer = setTimeout(
       () => done(Number.isNaN(connectMs) ? 'timeout connecting' : 'timeout after connecting'),
-      PROBE_TIMEOUT_MS,
+      target.timeoutMs,
     );
     const request = `GET ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\nUser-Agent: kube-probe/1.33\r\nAccept: */*\r\nConnection: close\r\n\r\n`;
     const listen = (stream: Socket) => {
@@ -271,7 +269,7 @@ export async function probeSiege(options: {
     p99Ms: percentile(ms, 0.99),
     maxMs: ms.at(-1) ?? NaN,
     maxConnectMs: Math.max(
-      ...results.map((r) => (Number.isNaN(r.connectMs) ? PROBE_TIMEOUT_MS : r.connectMs)),
+      ...results.map((r) => (Number.isNaN(r.connectMs) ? options.target.timeoutMs : r.connectMs)),
     ),
     peak,
     floods: figures,

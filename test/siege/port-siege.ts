@@ -2,10 +2,11 @@
  * A siege of an agent's port, shared by the node-level test (test/siege/agent-port.test.ts) and the
  * image's (test/image/agent-port-flood.test.ts): flood processes (idle-flood.ts) open their
  * connections while this process probes /healthz from the kubelet's address, as the kubelet does
- * (a new connection each time, 1 s timeout), and samples the agent's memory at every probe.
+ * (a new connection each time, the rendered probes' timeout), and samples the agent's memory at every probe.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
 import type { FloodFigures, FloodPlan } from './idle-flood.ts';
 
 const FLOOD_JS = new URL('./idle-flood.ts', import.meta.url).pathname;
@@ -50,10 +51,13 @@ function startFlood(plan: FloodPlan): {
   return { child, done };
 }
 
-/** One probe as the kubelet sends it: its own connection, an answer within 1 s (timeoutSeconds' default). */
+/** One probe as the kubelet sends it: its own connection, an answer within the rendered timeoutSeconds. */
 async function probe(url: string): Promise<string | undefined> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000), keepalive: false });
+    const res = await fetch(url, {
+      signal: AbortSignal.timeout(AGENT_PROBE_TIMEOUT_SECONDS * 1000),
+      keepalive: false,
+    });
     await res.text();
     return res.status === 200 ? undefined : `HTTP ${res.status}`;
   } catch (e) {

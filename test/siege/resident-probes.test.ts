@@ -3,13 +3,14 @@ import { readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { encodeOutcome, step } from '../resident/run-plan.ts';
 import { residentKiB, startResident } from '../resident/resident-process.ts';
+import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
 import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-probes.ts';
 
 /**
  * Issue 37: the small sidecar's port (agent/native/resident.c, built from source) while tenants' pods
  * keep connections to it from many addresses, each reopened as soon as it is closed: the kubelet's
  * probes of /healthz and /readyz, each on its own connection, its request written at once or arriving
- * 5 or 50 ms after the handshake (a node's network), with a 1 s timeout, are answered ≥ 99 %, and the
+ * 5 or 50 ms after the handshake (a node's network), with the rendered probes' 3 s timeout, are answered ≥ 99 %, and the
  * resident's memory and descriptors stay bounded. Before, a full port closed its oldest silent
  * connection for each newcomer, and a probe accepted before its request arrived was closed in the same
  * round (2.8 to 85 % answered; here 9 to 77 % with requests 5 or 50 ms behind their handshake).
@@ -43,7 +44,7 @@ describe(
         const pid = r.child.pid!;
         const idleKiB = residentKiB(pid);
         const f = await probeSiege({
-          target: { host: r.host, port: r.port },
+          target: { host: r.host, port: r.port, timeoutMs: AGENT_PROBE_TIMEOUT_SECONDS * 1000 },
           floods: [{ host: r.host, port: r.port, sources: shape.sources }],
           paths: ['/healthz', '/readyz', '/healthz', '/readyz', '/healthz', '/readyz'],
           // Written at once, or arriving 5 or 50 ms after the handshake, as across a node's network.

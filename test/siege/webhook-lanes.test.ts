@@ -24,7 +24,7 @@ import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-
  * while the API server sends ordinary pods from its own address on keep-alive connections (127.0.0.1,
  * one every 50 ms, retried on 429 within timeoutSeconds) and the kubelet probes /healthz and /readyz
  * over HTTPS from the node's (127.0.0.254). The API server's calls are answered ≥ 99 %, the
- * kubelet's probes ≥ 95 %, and the webhook's peak resident set stays under three quarters of its
+ * kubelet's probes ≥ 99 %, and the webhook's peak resident set stays under three quarters of its
  * Deployment's memory limit. The built bundle, with the Deployment's NODE_OPTIONS; a fresh webhook per shape.
  */
 
@@ -33,11 +33,10 @@ const deployed = deployedWebhook();
 const CEILING_MIB = deployed.memoryLimitMiB * 0.75;
 const ANSWERED = 0.99;
 /**
- * The kubelet's probes of the webhook go through a TLS handshake the API server's pooled connections
- * have done already: on a shared two-core machine one can miss its 1 s under the flood's handshakes.
- * The webhook runs two replicas and fails a probe three times before it acts, so 95 % is the bound.
+ * The kubelet's probes of the webhook, with the Deployment's timeoutSeconds (3 s: a dropped SYN is
+ * retried after 1 s), are answered as the agent's are.
  */
-const PROBES_ANSWERED = 0.95;
+const PROBES_ANSWERED = 0.99;
 const NODE = '127.0.0.254';
 
 const SHAPES: TenantShape[] = [
@@ -55,7 +54,7 @@ after(async () => {
 
 describe('the webhook’s port under tenants’ connections from many addresses', { timeout: 300_000 }, () => {
   for (const shape of SHAPES)
-    it(`${shape.name} connections, each reopened as soon as closed: the API server's calls answered ≥ 99 % and the kubelet's probes ≥ 95 %, memory bounded`, async (t) => {
+    it(`${shape.name} connections, each reopened as soon as closed: the API server's calls answered ≥ 99 % and the kubelet's probes ≥ 99 %, memory bounded`, async (t) => {
       assert.ok(
         existsSync(WEBHOOK_JS),
         `${WEBHOOK_JS} is missing: build it first with \`node images/build.ts\``,
@@ -66,7 +65,13 @@ describe('the webhook’s port under tenants’ connections from many addresses'
       void w.gone.then(() => (gone = true));
       const calls: Answer[] = [];
       const f = await probeSiege({
-        target: { host: '127.0.0.1', port: w.port, tls: true, from: NODE },
+        target: {
+          host: '127.0.0.1',
+          port: w.port,
+          tls: true,
+          from: NODE,
+          timeoutMs: deployed.probeTimeoutSeconds * 1000,
+        },
         floods: [{ host: '127.0.0.1', port: w.port, sources: shape.sources, servername: SERVER_NAME }],
         paths: ['/healthz', '/readyz'],
         everyMs: 50,

@@ -153,13 +153,13 @@ describe('exact patches', () => {
             },
             readinessProbe: {
               httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-              timeoutSeconds: 1,
+              timeoutSeconds: 3,
               periodSeconds: 10,
               failureThreshold: 3,
             },
             livenessProbe: {
               httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-              timeoutSeconds: 1,
+              timeoutSeconds: 3,
               periodSeconds: 10,
               failureThreshold: 3,
             },
@@ -224,13 +224,13 @@ describe('exact patches', () => {
         },
         readinessProbe: {
           httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-          timeoutSeconds: 1,
+          timeoutSeconds: 3,
           periodSeconds: 10,
           failureThreshold: 3,
         },
         livenessProbe: {
           httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-          timeoutSeconds: 1,
+          timeoutSeconds: 3,
           periodSeconds: 10,
           failureThreshold: 3,
         },
@@ -326,13 +326,13 @@ describe('exact patches', () => {
           ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
           readinessProbe: {
             httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-            timeoutSeconds: 1,
+            timeoutSeconds: 3,
             periodSeconds: 10,
             failureThreshold: 3,
           },
           livenessProbe: {
             httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-            timeoutSeconds: 1,
+            timeoutSeconds: 3,
             periodSeconds: 10,
             failureThreshold: 3,
           },

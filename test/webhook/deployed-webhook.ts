@@ -12,6 +12,8 @@ export interface DeployedWebhook {
   readonly nodeOptions: string;
   /** The MutatingWebhookConfiguration's timeoutSeconds: how long the API server waits for an answer. */
   readonly timeoutSeconds: number;
+  /** The shorter of the container's probes' timeoutSeconds (the kubelet's default, 1, when unset). */
+  readonly probeTimeoutSeconds: number;
 }
 
 export function deployedWebhook(root = ROOT): DeployedWebhook {
@@ -25,6 +27,8 @@ export function deployedWebhook(root = ROOT): DeployedWebhook {
             name: string;
             env: { name: string; value?: string }[];
             resources: { limits: { memory: string } };
+            readinessProbe?: { timeoutSeconds?: number };
+            livenessProbe?: { timeoutSeconds?: number };
           }[];
         };
       };
@@ -41,5 +45,9 @@ export function deployedWebhook(root = ROOT): DeployedWebhook {
     memoryLimitMiB: Number(limit[1]),
     nodeOptions: container.env.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '',
     timeoutSeconds: config!.webhooks[0]!.timeoutSeconds,
+    probeTimeoutSeconds: Math.min(
+      container.readinessProbe?.timeoutSeconds ?? 1,
+      container.livenessProbe?.timeoutSeconds ?? 1,
+    ),
   };
 }

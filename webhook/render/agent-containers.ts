@@ -111,6 +111,14 @@ export function appHoldSeconds(request: Pick<InjectionRequest, 'agentSettings'>)
   return Math.ceil(parseDuration(deadline)! / 1000) + 15;
 }
 
+/**
+ * The agent's probes' timeout. A connect flood from other pods can fill the port's kernel queue for a
+ * moment; the kernel then drops the probe's SYN, and the kubelet's connect retries it 1 s later (Linux's
+ * initial retransmission timeout). With the default 1 s the probe fails at that retry; with 3 s it
+ * survives one dropped SYN and still has 2 s for the answer, which takes under a millisecond.
+ */
+export const AGENT_PROBE_TIMEOUT_SECONDS = 3;
+
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {
   readonly initContainer?: AgentContainer;
@@ -165,7 +173,7 @@ export function renderAgentContainers(
   });
   const probe = (path: string, extra: Record<string, number>) => ({
     httpGet: { path, port: request.httpPort, scheme: 'HTTP' },
-    timeoutSeconds: 1,
+    timeoutSeconds: AGENT_PROBE_TIMEOUT_SECONDS,
     ...extra,
   });
   const setting = (env: 'AGENT_HTTP_ADDR') =>
