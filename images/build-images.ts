@@ -23,7 +23,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { findContainerEngine, type ContainerEngine } from './container-engine.ts';
-import { pruneLayerCache, writeIndexArchive } from './index-archive.ts';
+import { archiveLayersProblem, pruneLayerCache, writeIndexArchive } from './index-archive.ts';
 import {
   IMAGE_NAMES,
   IMAGES_DIR,
@@ -273,11 +273,15 @@ for (const name of IMAGE_NAMES) {
   const sbomOf = (platform: Platform) => join(outDir, `${base}-${PLATFORM_NAMES[platform].arch}.cdx.json`);
   for (const file of [archive, provenance, ...platforms.map(sbomOf)]) written.add(file);
   const before = last?.images[name];
-  const unchanged =
+  const sameImages =
     before !== undefined &&
     before.platforms.length === built.length &&
     built.every((b, i) => before.platforms[i]?.platform === b.platform && before.platforms[i]?.id === b.id) &&
     [archive, provenance, ...platforms.map(sbomOf)].every((f) => existsSync(f));
+  // The same images, but an archive is kept only if every layer is what it says: an older build's may not be.
+  const problem = sameImages ? archiveLayersProblem(archive, name) : undefined;
+  if (problem !== undefined) say(`${relative(ROOT, archive)} is written again: ${problem}`);
+  const unchanged = sameImages && problem === undefined;
   let index: string;
   let digests: Partial<Record<Platform, string>>;
   if (unchanged) {

@@ -5,24 +5,26 @@
  * `podman pull --arch arm64 oci-archive:…` takes the arm64 image and
  * `skopeo copy --all oci-archive:… docker://…` pushes them all under one tag.
  *
- * Written the same, byte for byte, from the same images: each image is exported from the engine with
- * its layers uncompressed (their digests are the image's diff_ids, the same on every machine), then
- * each layer is compressed here with GNU gzip -n (no name, no time; its output depends on nothing but
+ * Written the same, byte for byte, from the same images, whatever the engine's store held before:
+ * each image is exported from the engine, each layer's tar is checked against the diff ID its config
+ * names (read from the bytes: the export's label depends on how the image came into the store), then
+ * compressed here with GNU gzip -n (no name, no time; its output depends on nothing but
  * the input and gzip's version, unlike compressors that tune themselves to the CPU), and the
  * manifests, the index and the tar are written in one fixed way. Compressed in the archive, the
  * layers are pushed as they are, so a registry serves the digests this archive and the provenance
- * name. A compressed layer is kept in a cache by its uncompressed digest: the base layers, the largest,
- * are compressed once.
+ * name; each is checked as the release checks it (images/layer-blobs.ts) before the archive is
+ * written. A compressed layer is kept in a cache by its diff ID: the base layers, the largest, are
+ * compressed once.
  */
 import { spawnSync } from 'node:child_process';
 import {
   closeSync,
-  readdirSync,
   copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
+  readdirSync,
   renameSync,
   rmSync,
 } from 'node:fs';
@@ -38,6 +40,7 @@ import {
   type ImageIndex,
   type ImageManifest,
 } from './oci-layout.ts';
+import { checkLayers, checkLayoutLayers, exportedTar, LayerBlobError } from './layer-blobs.ts';
 import { PLATFORM_NAMES, type Platform } from './platforms.ts';
 
 export interface PlatformImage {
@@ -59,17 +62,27 @@ function gzipVersion(): string {
   return runTool('gzip', ['--version']).split('\n')[0]!.replace(/\s+/g, '-');
 }
 
-/** `layer` (uncompressed, in `from`) compressed into `cacheDir`, or the copy already there. */
-function compressed(from: OciLayout, layer: Descriptor, cacheDir: string): string {
-  const cached = join(cacheDir, layer.digest.replace(/^sha256:/, ''));
+/**
+ * The exported `layer` (whose tar its config names `diffId`) gzip'd into `cacheDir`, or the copy
+ * already there, keyed by the diff ID. What the engine exported is read, not its label, so the archive
+ * depends on the image's content only, never on how the image came into the store.
+ */
+function compressed(
+  from: OciLayout,
+  layer: Descriptor,
+  diffId: string,
+  cacheDir: string,
+  name: string,
+): string {
+  const tar = exportedTar(from.blobPath(layer.digest), layer, diffId, name);
+  const cached = join(cacheDir, diffId.replace(/^sha256:/, ''));
   if (existsSync(cached)) return cached;
   const partial = `${cached}.partial-${process.pid}`;
   const fd = openSync(partial, 'w');
   try {
-    const r = spawnSync('gzip', ['-n', '-6', '-c', from.blobPath(layer.digest)], {
-      stdio: ['ignore', fd, 'pipe'],
-    });
-    if (r.status !== 0) throw new Error(`gzip of layer ${layer.digest} failed: ${r.stderr.toString()}`);
+    // -n: no name, no time, so the bytes depend on the tar and gzip's version only.
+    const r = spawnSync('gzip', ['-n', '-6', '-c', tar], { stdio: ['ignore', fd, 'pipe'] });
+    if (r.status !== 0) throw new Error(`${name}: gzip failed: ${r.stderr.toString().slice(0, 200)}`);
   } finally {
     closeSync(fd);
   }
@@ -121,33 +134,46 @@ export function writeIndexArchive(
     const manifests: Partial<Record<Platform, string>> = {};
     for (const [i, image] of images.entries()) {
       const exported = exportImage(engine, image.ref, join(work, `image-${i}`));
-      const config = exported.layout.readJson<{ architecture: string; os: string; variant?: string }>(
-        exported.manifest.config,
-      );
+      const config = exported.layout.readJson<{
+        architecture: string;
+        os: string;
+        variant?: string;
+        rootfs: { diff_ids: string[] };
+      }>(exported.manifest.config);
       if (config.architecture !== PLATFORM_NAMES[image.platform].arch || config.os !== 'linux')
         throw new Error(`${image.ref} is ${config.os}/${config.architecture}, not ${image.platform}`);
       copyFileSync(
         exported.layout.blobPath(exported.manifest.config.digest),
         layout.blobPath(exported.manifest.config.digest),
       );
-      const layers = exported.manifest.layers.map((layer) => {
-        if (layer.mediaType === MEDIA_TYPES.layerGzip) {
-          copyFileSync(exported.layout.blobPath(layer.digest), layout.blobPath(layer.digest));
-          return { mediaType: layer.mediaType, digest: layer.digest, size: layer.size };
-        }
-        if (
-          layer.mediaType !== MEDIA_TYPES.layer &&
-          layer.mediaType !== 'application/vnd.docker.image.rootfs.diff.tar'
-        )
-          throw new Error(
-            `${image.ref}: a layer of type ${layer.mediaType}, which this archive does not take`,
-          );
-        const gz = compressed(exported.layout, layer, cacheDir);
+      const name = `${image.ref} (${image.platform})`;
+      const diffIds = config.rootfs.diff_ids;
+      if (exported.manifest.layers.length !== diffIds.length)
+        throw new LayerBlobError(
+          name,
+          `the engine exported ${exported.manifest.layers.length} layers for ${diffIds.length} diff IDs`,
+        );
+      const layers = exported.manifest.layers.map((layer, n) => {
+        const gz = compressed(
+          exported.layout,
+          layer,
+          diffIds[n]!,
+          cacheDir,
+          `${name} layer ${n + 1} of ${diffIds.length}`,
+        );
         cached.push(gz);
         const digest = fileDigest(gz);
         copyFileSync(gz, layout.blobPath(digest));
         return { mediaType: MEDIA_TYPES.layerGzip, digest, size: layout.size(digest) };
       });
+      // What a registry will serve, checked as the release checks it: a cached blob that is not its
+      // tar (a disk error, an interrupted run of an older build) goes, so the next build writes it anew.
+      try {
+        checkLayers({ image: name, layers, diffIds, blobPath: (d) => layout.blobPath(d) });
+      } catch (err) {
+        for (const gz of cached) rmSync(gz, { force: true });
+        throw err;
+      }
       // The engine's annotations name the base as this machine's store knows it (a local name, the
       // digest of its uncompressed copy): nothing a registry's client could resolve. Left out.
       const manifest = layout.putJson(MEDIA_TYPES.manifest, {
@@ -186,6 +212,24 @@ export function writeIndexArchive(
     return { index: index.digest, manifests, cached };
   } finally {
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Why the archive at `path` must not be kept (a layer not what its media type says or not its diff
+ * ID, an unreadable tar), or undefined when every layer holds: an archive an older build wrote is
+ * checked before it is reused.
+ */
+export function archiveLayersProblem(path: string, image: string): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'secret-agent-archive-check-'));
+  try {
+    runTool('tar', ['-xf', path, '-C', dir], { timeoutMs: 300_000 });
+    checkLayoutLayers(dir, image);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message.slice(0, 400);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

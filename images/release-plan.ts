@@ -1,6 +1,7 @@
 /**
  * What a release will push, checked before anything is: every archive holds exactly the index and
  * platform manifests dist/images/images.json names, every blob in it is the bytes its digest says,
+ * every layer is what its media type says and its tar the diff ID its config names,
  * each SBOM and provenance file is there, and the registry does not already hold the tag with other
  * digests. A problem is a ReleaseError naming the file or flag and the fix.
  */
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runTool } from './container-engine.ts';
 import type { RegistryAccess } from './cosign.ts';
+import { checkLayoutLayers, LayerBlobError } from './layer-blobs.ts';
 import { IMAGE_NAMES, readImagesManifest, type ImageName, type ImagesManifest } from './manifest.ts';
 import { registryDigest } from './registry.ts';
 
@@ -110,6 +112,13 @@ function checkArchive(manifest: ImagesManifest, name: ImageName, archive: string
       const platform = json<{ config: Descriptor; layers: Descriptor[] }>(m, 'platform manifest');
       for (const d of [platform.config, ...platform.layers])
         if (!held.has(d.digest)) throw fail(`lacks blob ${d.digest}`);
+    }
+    // What a registry will serve: each layer what its media type says, its tar its config's diff ID.
+    try {
+      checkLayoutLayers(dir, name);
+    } catch (err) {
+      if (err instanceof LayerBlobError) throw fail(err.message);
+      throw err;
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

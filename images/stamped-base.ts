@@ -22,6 +22,7 @@ import { join, relative } from 'node:path';
 import type { ContainerEngine } from './container-engine.ts';
 import { EXECUTE_ONLY_MODE, NODE_PATH, setModeInLayer } from './execute-only.ts';
 import { exportImage } from './index-archive.ts';
+import { exportedTar } from './layer-blobs.ts';
 import { MEDIA_TYPES, OciLayout, pullableLayoutDir, pullLayout } from './oci-layout.ts';
 import { PLATFORM_NAMES, type Platform } from './platforms.ts';
 import { git } from './source-revision.ts';
@@ -106,15 +107,17 @@ export function stampedBase(
       manifest.config,
     );
     let holdsNode = false;
-    // Exported uncompressed: each layer's digest is its diff_id, before and after.
-    const layers = manifest.layers.map((layer) => {
-      if (layer.mediaType !== MEDIA_TYPES.layer)
-        throw new Error(
-          `the runtime base ${baseId} was exported with a ${layer.mediaType} layer, not an uncompressed tar`,
-        );
-      const file = source.blobPath(layer.digest);
+    // Each layer as its plain tar (read from its bytes, whatever the export labels it), so its digest
+    // is its diff_id, before and after.
+    const layers = manifest.layers.map((layer, n) => {
+      const file = exportedTar(
+        source.blobPath(layer.digest),
+        layer,
+        config.rootfs.diff_ids[n]!,
+        `the runtime base ${baseId} layer ${n + 1} of ${manifest.layers.length}`,
+      );
       if (setModeInLayer(file, NODE_PATH, EXECUTE_ONLY_MODE)) holdsNode = true;
-      return layout.moveIn(layer.mediaType, file);
+      return layout.moveIn(MEDIA_TYPES.layer, file);
     });
     if (!holdsNode) throw new Error(`the runtime base ${baseId} has no /${NODE_PATH}, which the images run`);
     const created = new Date(epoch * 1000).toISOString().replace('.000Z', 'Z');

@@ -70,10 +70,19 @@ export function readPlatforms(archive: string): ArchivePlatform[] {
   });
 }
 
-/** A layer's tar stream (uncompressed), checked against its digest and its diff_id. */
+/**
+ * A layer's tar stream (uncompressed), checked against its digest, its media type (gzip's magic for
+ * `+gzip`, none otherwise: a registry trusts the label) and its diff_id.
+ */
 export function layerTar(archive: string, layer: ArchiveDescriptor, diffId: string): Buffer {
   const data = blob(archive, layer.digest);
-  const tar = layer.mediaType.endsWith('+gzip') ? gunzipSync(data) : data;
+  const gzip = layer.mediaType.endsWith('+gzip');
+  assert.equal(
+    data[0] === 0x1f && data[1] === 0x8b,
+    gzip,
+    `${archive}: layer ${layer.digest} is labelled ${layer.mediaType}, its bytes ${gzip ? 'lack' : 'have'} gzip's magic`,
+  );
+  const tar = gzip ? gunzipSync(data) : data;
   assert.equal(`sha256:${sha256(tar)}`, diffId, `${archive}: layer ${layer.digest} is its diff_id`);
   return tar;
 }

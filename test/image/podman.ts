@@ -4,13 +4,25 @@
  * told otherwise, writable only where a volume is mounted. Every output is scanned for canaries.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { requirePodman, type ContainerEngine } from '../../images/container-engine.ts';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { podmanWithStorage, requirePodman, type ContainerEngine } from '../../images/container-engine.ts';
 import { readImagesManifest, type ImagesManifest } from '../../images/manifest.ts';
 import type { Platform } from '../../images/platforms.ts';
 import { assertNoCanary } from '../support/canary.ts';
 
 let built: { podman: ContainerEngine; manifest: ImagesManifest } | undefined;
+
+/** A podman image store of its own under `dir`, empty. */
+export function scratchStore(podman: ContainerEngine, dir: string): ContainerEngine {
+  const conf = join(dir, 'storage.conf');
+  mkdirSync(join(dir, 'graph'));
+  writeFileSync(
+    conf,
+    `[storage]\ndriver = "overlay"\ngraphroot = "${join(dir, 'graph')}"\nrunroot = "/run/${dir.split('/').at(-1)}"\n`,
+  );
+  return podmanWithStorage(podman, conf);
+}
 
 /**
  * podman and the images `npm run images` built, checked to be the ones podman holds now; fails

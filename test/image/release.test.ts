@@ -5,6 +5,7 @@
  * render taking the signed index digest as AGENT_IMAGE. What it must refuse, it refuses before pushing.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import {
   mkdirSync,
   mkdtempSync,
@@ -16,6 +17,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { COSIGN_INSTALL, cosignPath } from '../../images/cosign.ts';
@@ -74,6 +76,23 @@ describe('npm run release: push, sign, attest, verify; refuse what does not matc
       });
   const tagsUnder = (path: string) =>
     IMAGE_NAMES.map((name) => registry.digest(`${registry.host}/${path}/${name}:${manifest.version}`));
+
+  /** Releases `dir` under `path` and checks it was refused before anything was pushed, saying `problem`. */
+  const refusedBeforePush = (dir: string, path: string, problem: string) => {
+    const run = release([
+      '--registry',
+      `${registry.host}/${path}`,
+      '--key',
+      join(keys, 'good/cosign.key'),
+      '--insecure',
+      '--images-dir',
+      dir,
+    ]);
+    assert.equal(run.status, 2, run.stderr);
+    assert.ok(run.stderr.includes(problem), run.stderr);
+    assert.match(run.stderr, /Fix: npm run images/);
+    assert.deepEqual(tagsUnder(path), [undefined, undefined], 'nothing was pushed, not even the agent');
+  };
 
   before(async () => {
     manifest = readImagesManifest();
@@ -202,24 +221,57 @@ describe('npm run release: push, sign, attest, verify; refuse what does not matc
     writeFileSync(join(blobs, largest), data);
     assert.equal(tool('tar', ['-cf', webhook, '-C', unpacked, '.']).status, 0);
 
-    const run = release([
-      '--registry',
-      `${registry.host}/tampered`,
-      '--key',
-      join(keys, 'good/cosign.key'),
-      '--insecure',
-      '--images-dir',
+    refusedBeforePush(
       dir,
-    ]);
-    assert.equal(run.status, 2, run.stderr);
-    assert.ok(
-      run.stderr.includes(
-        `${webhook}: blob sha256:${largest.slice(0, 12)}… is not the bytes its digest names`,
-      ),
-      run.stderr,
+      'tampered',
+      `${webhook}: blob sha256:${largest.slice(0, 12)}… is not the bytes its digest names`,
     );
-    assert.match(run.stderr, /Fix: npm run images/);
-    assert.deepEqual(tagsUnder('tampered'), [undefined, undefined], 'nothing was pushed, not even the agent');
+  });
+
+  it('refuses an archive whose layer is not what its media type says, before pushing anything, naming the image, platform, layer and fix', () => {
+    // What a build after a pull-back wrote (issue 41): the arm64 webhook's layers plain tars labelled
+    // tar+gzip, every blob its digest, the manifests, index and images.json consistent with them.
+    const dir = mkdtempSync(join(registry.dir, 'mislabelled-'));
+    for (const file of readdirSync(IMAGES_DIR))
+      if (file !== 'release.json' && file !== 'images.json')
+        symlinkSync(join(IMAGES_DIR, file), join(dir, file));
+    const webhook = join(dir, `webhook-${manifest.version}.oci.tar`);
+    rmSync(webhook);
+    const unpacked = mkdtempSync(join(registry.dir, 'unpacked-'));
+    assert.equal(tool('tar', ['-xf', join(ROOT, manifest.images.webhook.archive), '-C', unpacked]).status, 0);
+    const blob = (digest: string) => join(unpacked, 'blobs/sha256', digest.replace(/^sha256:/, ''));
+    const put = (data: Buffer) => {
+      const digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
+      writeFileSync(blob(digest), data);
+      return { digest, size: data.length };
+    };
+    const json = <T>(digest: string) => JSON.parse(readFileSync(blob(digest), 'utf8')) as T;
+    type Desc = { mediaType: string; digest: string; size: number; platform?: { architecture: string } };
+    const top = JSON.parse(readFileSync(join(unpacked, 'index.json'), 'utf8')) as { manifests: Desc[] };
+    const index = json<{ manifests: Desc[] }>(top.manifests[0]!.digest);
+    const arm = index.manifests.findIndex((m) => m.platform?.architecture === 'arm64');
+    assert.ok(arm >= 0, 'the webhook archive has an arm64 image');
+    const platform = json<{ layers: Desc[] }>(index.manifests[arm]!.digest);
+    const last = platform.layers.length - 1;
+    const plain = put(gunzipSync(readFileSync(blob(platform.layers[last]!.digest))));
+    platform.layers[last] = { ...platform.layers[last]!, ...plain };
+    index.manifests[arm] = { ...index.manifests[arm]!, ...put(Buffer.from(JSON.stringify(platform))) };
+    top.manifests[0] = { ...top.manifests[0]!, ...put(Buffer.from(JSON.stringify(index))) };
+    writeFileSync(join(unpacked, 'index.json'), JSON.stringify(top));
+    assert.equal(tool('tar', ['-cf', webhook, '-C', unpacked, '.']).status, 0);
+    const images = JSON.parse(readFileSync(join(IMAGES_DIR, 'images.json'), 'utf8')) as {
+      images: Record<string, { index: string; platforms: { platform: string; digest: string }[] }>;
+    };
+    images.images.webhook!.index = top.manifests[0]!.digest;
+    images.images.webhook!.platforms.find((p) => p.platform === 'linux/arm64')!.digest =
+      index.manifests[arm]!.digest;
+    writeFileSync(join(dir, 'images.json'), JSON.stringify(images, null, 2));
+
+    refusedBeforePush(
+      dir,
+      'mislabelled',
+      `${webhook}: webhook (linux/arm64) layer ${last + 1} of ${last + 1} (${plain.digest}): it is labelled application/vnd.oci.image.layer.v1.tar+gzip, but its bytes are not compressed (no gzip magic)`,
+    );
   });
 
   it('refuses a key its password does not open, keyless signing without the identity to verify, and a missing cosign', () => {
