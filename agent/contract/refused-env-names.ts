@@ -76,6 +76,13 @@ const CREDENTIAL_ENDINGS = [
   '_URI',
 ];
 
+/**
+ * What a tool's configuration namespace (every name one of its settings) holds that is the app's own
+ * credential or address, read as data: admitted under its prefix (`AIRFLOW__CORE__SQL_ALCHEMY_CONN`,
+ * `CLOUDSDK_AUTH_ACCESS_TOKEN`).
+ */
+const SETTING_CREDENTIAL_ENDINGS = [...CREDENTIAL_ENDINGS, '_KEY', '_CONN', '_DSN'];
+
 /** Every rule, by who reads the names or the convention they follow: docs/env.md's table is generated from this list. */
 export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
@@ -106,7 +113,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'the process’s command lookup and the programs that run a command from the environment',
-    why: 'chooses which program runs for a bare name (`PATH`: the wrapper and every shell look the command up on it), or names a command line a program runs (`SHELL`, `PAGER`, `MANPAGER`, `EDITOR`, `VISUAL`, `BROWSER`, which Python’s `webbrowser` runs, `LESSOPEN`, a pipe `less` runs on every file, `SUDO_ASKPASS`, `SSH_ASKPASS`)',
+    why: 'chooses which program runs for a bare name (`PATH`: the wrapper and every shell look the command up on it), or names a command line a program runs (`SHELL`, `PAGER`, `MANPAGER`, `EDITOR`, `VISUAL`, `BROWSER`, which Python’s `webbrowser` runs, `LESSOPEN`, a pipe `less` runs on every file, `SUDO_ASKPASS`, `SSH_ASKPASS`), commands an editor or pager runs at start (`VIMINIT`, `EXINIT`, `LESS`), where ssh finds its agent (`SSH_AUTH_SOCK`), which commands bash skips (`EXECIGNORE`), or terminal descriptions curses programs load (`TERMINFO`, `TERMCAP`)',
     names: [
       'PATH',
       'SHELL',
@@ -120,6 +127,37 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'LESSKEY',
       'SUDO_ASKPASS',
       'SSH_ASKPASS',
+      'LESS',
+      'EXINIT',
+      'VIMINIT',
+      'GVIMINIT',
+      'EXECIGNORE',
+      'SSH_AUTH_SOCK',
+      'TERMINFO',
+      'TERMCAP',
+    ],
+  }),
+  family({
+    readBy:
+      'build tools and the libraries that compile at run time (make, CMake, node-gyp, cffi, PyTorch’s inductor, Triton)',
+    why: 'the compiler, linker or tool a build runs (`CC`, `CXX`, `LD`, `AR`): a JIT that compiles kernels or extensions while the app runs runs whatever program the name gives',
+    names: [
+      'CC',
+      'CXX',
+      'CPP',
+      'LD',
+      'AR',
+      'AS',
+      'NM',
+      'RANLIB',
+      'STRIP',
+      'OBJCOPY',
+      'FC',
+      'F77',
+      'F90',
+      'RUSTC',
+      'RUSTDOC',
+      'MAKE',
     ],
   }),
   family({
@@ -154,7 +192,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'Node.js, Bun and Deno',
-    why: 'options and modules Node loads before the app (`NODE_OPTIONS=--require …` or `--import data:…` runs code from the value itself; `BUN_OPTIONS`), where it finds modules, and whom its TLS trusts (`NODE_EXTRA_CA_CERTS`, `NODE_TLS_REJECT_UNAUTHORIZED`, `DENO_CERT`); Bun’s `bunfig` settings (`BUN_CONFIG_*`: the registry packages come from)',
+    why: 'options and modules Node loads before the app (`NODE_OPTIONS=--require …` or `--import data:…` runs code from the value itself; `BUN_OPTIONS`), where it finds modules, and whom its TLS trusts (`NODE_EXTRA_CA_CERTS`, `NODE_USE_SYSTEM_CA`, `NODE_TLS_REJECT_UNAUTHORIZED`, `DENO_CERT`), an IPC channel a parent process would own (`NODE_CHANNEL_FD`); ts-node’s settings (`TS_NODE_*`: the compiler it loads); Bun’s `bunfig` settings (`BUN_CONFIG_*`: the registry packages come from)',
     names: [
       'NODE_OPTIONS',
       'NODE_PATH',
@@ -167,11 +205,16 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'NODE_COMPILE_CACHE',
       'NODE_PRESERVE_SYMLINKS',
       'NODE_PRESERVE_SYMLINKS_MAIN',
+      'NODE_USE_ENV_PROXY',
+      'NODE_USE_SYSTEM_CA',
+      'NODE_CHANNEL_FD',
+      'NODE_CHANNEL_SERIALIZATION_MODE',
+      'NODE_UNIQUE_ID',
       'BUN_OPTIONS',
       'DENO_CERT',
       'DENO_TLS_CA_STORE',
     ],
-    prefixes: ['BUN_CONFIG_'],
+    prefixes: ['BUN_CONFIG_', 'TS_NODE_'],
   }),
   family({
     readBy: 'npm, Yarn, pnpm and Corepack, which `npm start` and `yarn start` run through',
@@ -180,9 +223,9 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'Python and its launchers: pip, uv, Poetry, Pipenv, uWSGI, Gunicorn',
-    why: 'CPython reads only names starting with `PYTHON`: where modules come from (`PYTHONPATH`, `PYTHONHOME`, `PYTHONUSERBASE`), a file or module run at start (`PYTHONSTARTUP`, `PYTHONWARNINGS`, which imports the module a filter names, `PYTHONBREAKPOINT`), interpreter options; the launchers’ settings, each name one of their options (`PIP_INDEX_URL` chooses where packages come from, `UWSGI_*` is any uWSGI option, `--exec-*` among them; `GUNICORN_CMD_ARGS` is Gunicorn’s command line, `--config` a Python file)',
-    names: ['GUNICORN_CMD_ARGS'],
-    prefixes: ['PYTHON', 'PIP_', 'UV_', 'POETRY_', 'PIPENV_', 'UWSGI_'],
+    why: 'CPython reads only names starting with `PYTHON`: where modules come from (`PYTHONPATH`, `PYTHONHOME`, `PYTHONUSERBASE`), a file or module run at start (`PYTHONSTARTUP`, `PYTHONWARNINGS`, which imports the module a filter names, `PYTHONBREAKPOINT`), interpreter options; the launchers’ settings, each name one of their options (`PIP_INDEX_URL` chooses where packages come from, `UWSGI_*` is any uWSGI option, `--exec-*` among them; `GUNICORN_CMD_ARGS` is Gunicorn’s command line, `--config` a Python file; every `UVICORN_` name one of Uvicorn’s options, the app it imports among them); a module imported at start (`FLASK_APP`, Matplotlib’s `MPLBACKEND=module://…`, coverage’s `COVERAGE_PROCESS_START`, which starts it in every process)',
+    names: ['GUNICORN_CMD_ARGS', 'FLASK_APP', 'MPLBACKEND', 'COVERAGE_PROCESS_START'],
+    prefixes: ['PYTHON', 'PIP_', 'UV_', 'POETRY_', 'PIPENV_', 'UWSGI_', 'UVICORN_'],
   }),
   family({
     readBy: 'Perl',
@@ -199,7 +242,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy:
       'the JVM and the scripts that start it (catalina.sh, kafka-run-class.sh, Elasticsearch, Maven, Gradle, sbt, Spring Boot)',
-    why: 'options every JVM takes or a start script passes it (`-javaagent:` loads code before `main`, `-XX:OnOutOfMemoryError=cmd` runs a command): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, `JVM_OPTS`, `KAFKA_OPTS`, `ES_JAVA_OPTS`; every `CATALINA_` name (catalina.sh evaluates `CATALINA_OPTS` as shell code and sources `$CATALINA_BASE/bin/setenv.sh`), `LOGGING_CONFIG` and `LOGGING_MANAGER`, which it evaluates too; where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`, `JRE_HOME`, Spring Boot’s `LOADER_PATH`, the agent’s `OTEL_JAVAAGENT_EXTENSIONS`); a debugger or JMX port that takes code from whoever reaches it (`KAFKA_DEBUG`, `JMX_PORT`, `JPDA_*`)',
+    why: 'options every JVM takes or a start script passes it (`-javaagent:` loads code before `main`, `-XX:OnOutOfMemoryError=cmd` runs a command): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, `JVM_OPTS`, `KAFKA_OPTS`, `ES_JAVA_OPTS`; every `CATALINA_` name (catalina.sh evaluates `CATALINA_OPTS` as shell code and sources `$CATALINA_BASE/bin/setenv.sh`), `LOGGING_CONFIG` and `LOGGING_MANAGER`, which it evaluates too; where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`, `JRE_HOME`, every `LOADER_` setting of Spring Boot’s launcher, `LOADER_MAIN` the class it runs, the agent’s `OTEL_JAVAAGENT_EXTENSIONS`); Log4j’s settings (`LOG4J_*`: the configuration factory class it loads); `SPRING_APPLICATION_JSON`, which sets any Spring property, `spring.config.import` and `logging.config` among them (credentials go under Spring’s own names, `SPRING_DATASOURCE_PASSWORD`); a debugger or JMX port that takes code from whoever reaches it (`KAFKA_DEBUG`, `JMX_PORT`, `JPDA_*`)',
     names: [
       'JAVA_TOOL_OPTIONS',
       '_JAVA_OPTIONS',
@@ -216,19 +259,19 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'CLASSPATH',
       'JAVA_HOME',
       'JRE_HOME',
-      'LOADER_PATH',
       'LOGGING_CONFIG',
       'LOGGING_MANAGER',
       'KAFKA_DEBUG',
       'JMX_PORT',
+      'SPRING_APPLICATION_JSON',
     ],
-    prefixes: ['CATALINA_', 'JPDA_', 'OTEL_JAVAAGENT_'],
+    prefixes: ['CATALINA_', 'JPDA_', 'OTEL_JAVAAGENT_', 'LOADER_', 'LOG4J_'],
   }),
   family({
     readBy: '.NET (CoreCLR, the host, ASP.NET Core, .NET Framework’s profiler API)',
-    why: 'assemblies and profilers loaded into the process (`DOTNET_STARTUP_HOOKS`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, `CORECLR_PROFILER_PATH`, `COR_PROFILER_PATH`), and the runtime’s configuration knobs',
+    why: 'assemblies and profilers loaded into the process (`DOTNET_STARTUP_HOOKS`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, `CORECLR_PROFILER_PATH`, `COR_PROFILER_PATH`), and the runtime’s configuration knobs; Mono’s settings (`MONO_CONFIG`: a dllmap that chooses which libraries load)',
     names: ['ASPNETCORE_HOSTINGSTARTUPASSEMBLIES'],
-    prefixes: ['DOTNET_', 'CORECLR_', 'COR_', 'COMPlus_'],
+    prefixes: ['DOTNET_', 'CORECLR_', 'COR_', 'COMPlus_', 'MONO_'],
   }),
   family({
     readBy: 'Go’s toolchain and runtime',
@@ -257,13 +300,15 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'GOTMPDIR',
       'GOWORK',
       'GO111MODULE',
+      'GOPACKAGESDRIVER',
     ],
     prefixes: ['CGO_'],
   }),
   family({
     readBy: 'PHP, Lua, Erlang, Elixir, RabbitMQ’s scripts, Tcl, R and Julia',
-    why: 'configuration files that prepend code (`PHPRC`, `PHP_INI_SCAN_DIR`), code run at start (`LUA_INIT`, R’s `R_PROFILE`, `R_PROFILE_USER` and `R_ENVIRON*`, Julia’s `JULIA_*`), the emulator’s arguments (`ERL_AFLAGS`, `ELIXIR_ERL_OPTIONS`, `RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS`: `-eval` runs code), and library paths (`LUA_PATH`, `ERL_LIBS`, `TCLLIBPATH`, `TCL_LIBRARY`, `R_LIBS*`, `JULIA_LOAD_PATH`)',
+    why: 'configuration files that prepend code (`PHPRC`, `PHP_INI_SCAN_DIR`, Composer’s `COMPOSER`, whose scripts run), code run at start (`LUA_INIT`, R’s `R_PROFILE`, `R_PROFILE_USER` and `R_ENVIRON*`, Julia’s `JULIA_*`), the emulator’s arguments (`ERL_AFLAGS`, `ELIXIR_ERL_OPTIONS`, `RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS`: `-eval` runs code), and library paths (`LUA_PATH`, `ERL_LIBS`, `TCLLIBPATH`, `TCL_LIBRARY`, `R_LIBS*`, `JULIA_LOAD_PATH`)',
     names: [
+      'COMPOSER',
       'PHPRC',
       'PHP_INI_SCAN_DIR',
       'TCLLIBPATH',
@@ -282,10 +327,11 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
     prefixes: ['LUA_', 'ERL_', 'JULIA_'],
   }),
   family({
-    readBy: 'libraries apps link: OpenSSL, Kerberos, Cyrus SASL, ImageMagick',
-    why: 'the configuration that loads OpenSSL’s engines and providers (`OPENSSL_CONF`, `OPENSSL_MODULES`), Kerberos’s configuration and its plugin modules (`KRB5_CONFIG`, `KRB5CCNAME`), SASL’s plugins (`SASL_PATH`), ImageMagick’s coders and `delegates.xml`, which runs commands (`MAGICK_CODER_MODULE_PATH`, `MAGICK_CONFIGURE_PATH`)',
-    names: ['SASL_PATH', 'SASL_CONF_PATH'],
-    prefixes: ['OPENSSL_', 'KRB5', 'MAGICK_'],
+    readBy:
+      'libraries apps link: OpenSSL, Kerberos, Cyrus SASL, ImageMagick, Oracle’s client, the graphics loaders',
+    why: 'the configuration that loads OpenSSL’s engines and providers (`OPENSSL_CONF`, `OPENSSL_MODULES`), Kerberos’s configuration and its plugin modules (`KRB5_CONFIG`, `KRB5CCNAME`), SASL’s plugins (`SASL_PATH`), ImageMagick’s coders and `delegates.xml`, which runs commands (`MAGICK_CODER_MODULE_PATH`, `MAGICK_CONFIGURE_PATH`), Oracle’s client configuration (`TNS_ADMIN`), the Vulkan, EGL and GLX loaders’ drivers and layers, which they load (`VK_*`, `__EGL_VENDOR_LIBRARY_FILENAMES`, `__GLX_VENDOR_LIBRARY_NAME`)',
+    names: ['SASL_PATH', 'SASL_CONF_PATH', 'TNS_ADMIN'],
+    prefixes: ['OPENSSL_', 'KRB5', 'MAGICK_', 'VK_', '__EGL_', '__GLX_'],
   }),
   family({
     readBy: 'git (and ssh, which it runs)',
@@ -294,8 +340,15 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
     admittedEndings: CREDENTIAL_ENDINGS,
   }),
   family({
+    readBy: 'tools whose every variable under a prefix is one of their settings: Airflow, gcloud, Ansible',
+    why: 'Airflow’s `AIRFLOW__SECTION__KEY` sets any option, classes it imports among them (`AIRFLOW__SECRETS__BACKEND`), and `AIRFLOW_CONFIG` names a configuration whose `*_cmd` options run; gcloud’s `CLOUDSDK_*` sets any property (the Python it runs, a proxy, `auth/disable_ssl_validation`); Ansible’s `ANSIBLE_*` any setting (`ANSIBLE_CONFIG`, plugins, callbacks). The app’s credential or address under these prefixes stays admitted when its name ends as one does (`_PASSWORD`, `_TOKEN`, `_SECRET`, `_URL`, `_KEY`, `_CONN`, `_DSN`: `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`, `AIRFLOW__CORE__FERNET_KEY`); configurations that other tools read from a path are listed by name (`ALEMBIC_CONFIG`, `RELEASE_SYS_CONFIG`)',
+    names: ['AIRFLOW_CONFIG', 'ALEMBIC_CONFIG', 'RELEASE_SYS_CONFIG'],
+    prefixes: ['AIRFLOW__', 'CLOUDSDK_', 'ANSIBLE_'],
+    admittedEndings: SETTING_CREDENTIAL_ENDINGS,
+  }),
+  family({
     readBy: 'TLS libraries (OpenSSL, curl, gRPC, Python’s requests and ssl, the AWS SDKs)',
-    why: 'whom the app’s TLS trusts (`SSL_CERT_FILE`, `SSL_CERT_DIR`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `AWS_CA_BUNDLE`, `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`), or a file that gets every TLS session’s keys (`SSLKEYLOGFILE`): whoever writes the secret could then read the app’s traffic',
+    why: 'whom the app’s TLS trusts (`SSL_CERT_FILE`, `SSL_CERT_DIR`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `AWS_CA_BUNDLE`, `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`, OpenTelemetry’s `OTEL_EXPORTER_OTLP_CERTIFICATE`, libpq’s `PGSSLMODE` and `PGSSLROOTCERT`), or a file that gets every TLS session’s keys (`SSLKEYLOGFILE`): whoever writes the secret could then read the app’s traffic',
     names: [
       'SSL_CERT_FILE',
       'SSL_CERT_DIR',
@@ -304,7 +357,12 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'AWS_CA_BUNDLE',
       'GRPC_DEFAULT_SSL_ROOTS_FILE_PATH',
       'SSLKEYLOGFILE',
+      'OTEL_EXPORTER_OTLP_CERTIFICATE',
+      'OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE',
+      'OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE',
+      'OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE',
     ],
+    prefixes: ['PGSSL'],
     risk: 'trust',
   }),
   family({
@@ -315,7 +373,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'by convention: programs that run a command, a script or a hook',
-    why: 'a command line, program or script a program runs (`GIT_SSH_COMMAND`, `PROMPT_COMMAND`, `MANPAGER`, `SUDO_ASKPASS`, `RUSTC_WRAPPER`, `CHROME_BIN`, .NET’s startup hooks)',
+    why: 'a command line, program or script a program runs (`GIT_SSH_COMMAND`, `PROMPT_COMMAND`, `MANPAGER`, `SUDO_ASKPASS`, `RUSTC_WRAPPER`, `CHROME_BIN`, .NET’s startup hooks, `FCEDIT` and `LESSEDIT`, a compiler `TS_NODE_COMPILER` loads)',
     suffixes: [
       'CMD',
       'COMMAND',
@@ -333,12 +391,14 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'SCRIPTS',
       '_HOOK',
       '_HOOKS',
+      'EDIT',
+      'COMPILER',
     ],
     holds: 'a command, a program or a script that a program runs',
   }),
   family({
     readBy: 'by convention: programs that load code or a start-up file',
-    why: 'code a program loads into itself or runs at start (`LD_PRELOAD`, `OTEL_JAVAAGENT_EXTENSIONS`, `DJANGO_SETTINGS_MODULE`, `PYTHONSTARTUP`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, an rc file such as `WGETRC` or `PSQLRC`, which runs `\\!` commands)',
+    why: 'code a program loads into itself or runs at start (`LD_PRELOAD`, `OTEL_JAVAAGENT_EXTENSIONS`, `DJANGO_SETTINGS_MODULE`, `PYTHONSTARTUP`, `ASPNETCORE_HOSTINGSTARTUPASSEMBLIES`, an rc file such as `WGETRC` or `PSQLRC`, which runs `\\!` commands, an init string such as `VIMINIT` or `LUA_INIT`, the app module a server imports (`FLASK_APP`, `UVICORN_APP`), the class or module a program instantiates (`LOADER_MAIN`, `MPLBACKEND`, `GOPACKAGESDRIVER`, a JDBC driver’s class, `LOG4J_CONFIGURATION_FACTORY`), configuration a program imports (`SPRING_CONFIG_IMPORT`))',
     suffixes: [
       'PRELOAD',
       'EXTENSION',
@@ -350,13 +410,23 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'AGENT',
       'ASSEMBLIES',
       'RC',
+      'INIT',
+      '_APP',
+      '_MAIN',
+      'BACKEND',
+      'DRIVER',
+      'FACTORY',
+      'CLASS',
+      'CLASS_NAME',
+      'IMPORT',
+      'IMPORTS',
     ],
     infixes: ['STARTUP'],
     holds: 'code or a start-up file that a program loads',
   }),
   family({
     readBy: 'by convention: every program that reads a path from its environment',
-    why: 'where a program finds its code, libraries, configuration or start-up files (`LD_LIBRARY_PATH`, `CATALINA_HOME`, whose `bin/setenv.sh` is sourced, `TCL_LIBRARY`, `R_PROFILE`, `GIT_COMMON_DIR`, `AWS_CONFIG_FILE`, whose `credential_process` runs, `SPRING_CONFIG_LOCATION`). A path may name a file another secret writes (`/etc/secrets/…`), whose contents the same writer chooses',
+    why: 'where a program finds its code, libraries, configuration or start-up files (`LD_LIBRARY_PATH`, `CATALINA_HOME`, whose `bin/setenv.sh` is sourced, `TCL_LIBRARY`, `R_PROFILE`, `GIT_COMMON_DIR`, `AWS_CONFIG_FILE`, whose `credential_process` runs, `SPRING_CONFIG_LOCATION`, the OpenCL and Vulkan loaders’ `OCL_ICD_FILENAMES` and `VK_ICD_FILENAMES`, libraries they load). A path may name a file another secret writes (`/etc/secrets/…`), whose contents the same writer chooses',
     suffixes: [
       'PATH',
       'HOME',
@@ -367,6 +437,8 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'DIRECTORIES',
       'FILE',
       'FILES',
+      'FILENAME',
+      'FILENAMES',
       'LIB',
       'LIBS',
       'LIBRARY',
@@ -378,7 +450,7 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'by convention: TLS clients',
-    why: 'whom a TLS client trusts, or whether it checks at all (`GIT_SSL_CAINFO`, `VAULT_CACERT`, `GIT_SSL_NO_VERIFY`, `VAULT_SKIP_VERIFY`, `GOINSECURE`): whoever writes the secret could read and change the app’s traffic',
+    why: 'whom a TLS client trusts, or whether it checks at all (`GIT_SSL_CAINFO`, `VAULT_CACERT`, `GIT_SSL_NO_VERIFY`, `VAULT_SKIP_VERIFY`, `GOINSECURE`, `ELASTIC_APM_VERIFY_SERVER_CERT`, `CLOUDSDK_AUTH_DISABLE_SSL_VALIDATION`, `PGSSLMODE`): whoever writes the secret could read and change the app’s traffic',
     suffixes: [
       'CA_BUNDLE',
       'CAINFO',
@@ -391,6 +463,14 @@ export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [
       'TLS_VERIFY',
       'VERIFY_SSL',
       'VERIFY_TLS',
+      'VERIFY_CERT',
+      'VERIFY_CERTS',
+      'VERIFY_SERVER_CERT',
+      'SSL_VALIDATION',
+      'SSLMODE',
+      'ROOTCERT',
+      'CA_CERT',
+      'CA_CERTS',
     ],
     holds: 'whom a TLS client trusts, or whether it checks',
     risk: 'trust',

@@ -284,7 +284,6 @@ describe('the refused env names: both sides', () => {
       'RAILS_MASTER_KEY',
       'OPENAI_API_BASE',
       'OTEL_EXPORTER_OTLP_HEADERS',
-      'SPRING_APPLICATION_JSON',
       'ConnectionStrings__Default',
       'ASPNETCORE_Kestrel__Certificates__Default__Password',
       'RABBITMQ_DEFAULT_PASS',
@@ -304,6 +303,93 @@ describe('the refused env names: both sides', () => {
       'HTTPS_PROXY',
       'NODE_ENV',
       'TZ',
+    ])
+      assert.equal(refusedEnvName(name)?.rule, undefined, name);
+  });
+});
+
+describe('the refused env names: the second review’s names (issue 37)', () => {
+  it('every name it found steering code or trust is refused, naming a rule it matches; those that only redirect traffic or format stay admitted', () => {
+    // Each one a reader runs code from, loads code or a library from, or trusts TLS by; in any case.
+    const steering = [
+      'FLASK_APP',
+      'UVICORN_APP',
+      'UVICORN_LOG_CONFIG',
+      'MPLBACKEND',
+      'LOADER_MAIN',
+      'SPRING_APPLICATION_JSON',
+      'SPRING_CONFIG_IMPORT',
+      'SPRING_DATASOURCE_DRIVER_CLASS_NAME',
+      'CLOUDSDK_PYTHON',
+      'CLOUDSDK_AUTH_DISABLE_SSL_VALIDATION',
+      'CLOUDSDK_PROXY_ADDRESS',
+      'CLOUDSDK_CONFIG',
+      'CC',
+      'CXX',
+      'LD',
+      'OCL_ICD_FILENAMES',
+      'VK_ICD_FILENAMES',
+      'VK_INSTANCE_LAYERS',
+      '__EGL_VENDOR_LIBRARY_FILENAMES',
+      '__GLX_VENDOR_LIBRARY_NAME',
+      'EXINIT',
+      'VIMINIT',
+      'LESS',
+      'LESSEDIT',
+      'FCEDIT',
+      'GOPACKAGESDRIVER',
+      'TS_NODE_COMPILER',
+      'TS_NODE_PROJECT',
+      'LOG4J_CONFIGURATION_FACTORY',
+      'AIRFLOW__SECRETS__BACKEND',
+      'AIRFLOW__CORE__EXECUTOR',
+      'AIRFLOW_CONFIG',
+      'ALEMBIC_CONFIG',
+      'MONO_CONFIG',
+      'ANSIBLE_CONFIG',
+      'RELEASE_SYS_CONFIG',
+      'COMPOSER',
+      'COVERAGE_PROCESS_START',
+      'PGSSLMODE',
+      'PGSSLROOTCERT',
+      'OTEL_EXPORTER_OTLP_CERTIFICATE',
+      'OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE',
+      'ELASTIC_APM_VERIFY_SERVER_CERT',
+      'NODE_USE_SYSTEM_CA',
+      'NODE_USE_ENV_PROXY',
+      'NODE_CHANNEL_FD',
+      'NODE_UNIQUE_ID',
+      'TERMINFO',
+      'TERMCAP',
+      'TNS_ADMIN',
+      'EXECIGNORE',
+      'SSH_AUTH_SOCK',
+    ];
+    for (const name of steering)
+      for (const spelt of [name, name.toLowerCase()]) {
+        const refused = refusedEnvName(spelt);
+        assert.ok(refused, `${spelt} is refused`);
+        assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
+      }
+    // A tool's namespace admits the app's own credentials and addresses under it, read as data.
+    for (const name of [
+      'AIRFLOW__DATABASE__SQL_ALCHEMY_CONN',
+      'AIRFLOW__CORE__FERNET_KEY',
+      'AIRFLOW__WEBSERVER__SECRET_KEY',
+      'CLOUDSDK_AUTH_ACCESS_TOKEN',
+      'ANSIBLE_BECOME_PASSWORD',
+      'SPRING_DATASOURCE_PASSWORD',
+      'SPRING_DATASOURCE_URL',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+      // Where the app connects, or how it formats: what a secret is for (docs/env.md).
+      'HTTPS_PROXY',
+      'http_proxy',
+      'ALL_PROXY',
+      'NO_PROXY',
+      'DOCKER_HOST',
+      'TZ',
+      'LC_ALL',
+      'LANGUAGE',
     ])
       assert.equal(refusedEnvName(name)?.rule, undefined, name);
   });
