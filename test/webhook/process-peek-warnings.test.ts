@@ -1,8 +1,8 @@
 /**
  * webhook/parse/risk-warnings.ts processPeekWarnings: a container of the pod that can read the agent's
  * processes is named in a warning. SYS_PTRACE needs to see them (a shared process namespace or hostPID);
- * PERFMON, SYS_ADMIN, BPF and a privileged container read any process on the node (perf, BPF), shared or
- * not. test/image/shared-pid.test.ts shows the refusal every other container meets.
+ * PERFMON, SYS_ADMIN, BPF, SYS_MODULE, SYS_RAWIO, DAC_READ_SEARCH and a privileged container reach any
+ * process on the node (perf, BPF, the kernel itself), shared or not. test/image/shared-pid.test.ts shows the refusal every other container meets.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -28,19 +28,25 @@ const PEEKERS = [
   container('admin', { capabilities: { add: ['NET_ADMIN', 'CAP_SYS_ADMIN'] } }),
   container('profiler', { capabilities: { add: ['PERFMON'] } }),
   container('tracer', { capabilities: { add: ['cap_bpf'] } }),
+  container('kernel', { capabilities: { add: ['SYS_MODULE'] } }),
+  container('raw', { capabilities: { add: ['CAP_SYS_RAWIO', 'dac_read_search'] } }),
+  container('criu', { capabilities: { add: ['CHECKPOINT_RESTORE'] } }),
   container('everything', { capabilities: { add: ['ALL'] } }),
   container('root', { privileged: true }),
   container('net', { capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] } }),
 ];
 
 describe('a container that can read the agent’s processes is warned of, naming it', () => {
-  it('in a pod that shares its processes: privileged, or adding SYS_PTRACE, SYS_ADMIN, PERFMON, BPF or ALL (any case, with or without CAP_)', () => {
+  it('in a pod that shares its processes: privileged, or adding SYS_PTRACE, CHECKPOINT_RESTORE, SYS_ADMIN, PERFMON, BPF, SYS_MODULE, SYS_RAWIO, DAC_READ_SEARCH or ALL (any case, with or without CAP_)', () => {
     const warnings = processPeekWarnings({ sharesProcesses: true, containers: PEEKERS });
     assert.deepEqual(named(warnings), [
       ['debug', 'adds SYS_PTRACE'],
       ['admin', 'adds SYS_ADMIN'],
       ['profiler', 'adds PERFMON'],
       ['tracer', 'adds BPF'],
+      ['kernel', 'adds SYS_MODULE'],
+      ['raw', 'adds SYS_RAWIO, DAC_READ_SEARCH'],
+      ['criu', 'adds CHECKPOINT_RESTORE'],
       ['everything', 'adds ALL'],
       ['root', 'is privileged'],
     ]);
@@ -48,12 +54,14 @@ describe('a container that can read the agent’s processes is warned of, naming
       assert.match(w, /Drop that from the container, or keep the pod's processes apart/);
   });
 
-  it('in a pod that does not: SYS_PTRACE sees nothing to trace; perf, BPF and privilege still reach the agent', () => {
+  it('in a pod that does not: SYS_PTRACE and CHECKPOINT_RESTORE see nothing; perf, BPF, the kernel’s and privilege still reach the agent', () => {
     const warnings = processPeekWarnings({ sharesProcesses: false, containers: PEEKERS });
     assert.deepEqual(named(warnings), [
       ['admin', 'adds SYS_ADMIN'],
       ['profiler', 'adds PERFMON'],
       ['tracer', 'adds BPF'],
+      ['kernel', 'adds SYS_MODULE'],
+      ['raw', 'adds SYS_RAWIO, DAC_READ_SEARCH'],
       ['everything', 'adds ALL'],
       ['root', 'is privileged'],
     ]);

@@ -39,11 +39,20 @@ export function riskWarnings(podValues: PodValues, fileValues: FileValues, sidec
  * Privileges that pass the kernel's checks by which another process of the agent's uid and gid is
  * refused the agent's processes (its programs are execute-only: images/execute-only.ts). SYS_PTRACE
  * opens their /proc files and memory, where the container sees them (a shared process namespace or
- * hostPID); PERFMON, SYS_ADMIN and BPF sample or probe any process's memory on the node through perf
- * or BPF, whatever namespace it is in, and so does a privileged container. Runtimes give none of them.
+ * hostPID), and CHECKPOINT_RESTORE their memory maps; PERFMON, SYS_ADMIN and BPF sample or probe any
+ * process's memory on the node through perf or BPF, whatever namespace it is in; SYS_MODULE loads code
+ * into the kernel, SYS_RAWIO reads physical memory, DAC_READ_SEARCH opens any file of the node by its
+ * handle (open_by_handle_at); and so does a privileged container. Runtimes give none of them.
  */
-const PEEKING_WHEN_SHARED = ['SYS_PTRACE'] as const;
-const PEEKING_ANYWHERE = ['SYS_ADMIN', 'PERFMON', 'BPF'] as const;
+const PEEKING_WHEN_SHARED = ['SYS_PTRACE', 'CHECKPOINT_RESTORE'] as const;
+const PEEKING_ANYWHERE = [
+  'SYS_ADMIN',
+  'PERFMON',
+  'BPF',
+  'SYS_MODULE',
+  'SYS_RAWIO',
+  'DAC_READ_SEARCH',
+] as const;
 
 /** What processPeekWarnings reads of the pod: whether it shares processes, and each container's privileges. */
 export interface ProcessPeekInput {
