@@ -146,6 +146,45 @@ describe('siege: mount-path tricks', () => {
     }
   });
 
+  it('/var/run is the link to /run it is in most images: the app’s own mount or termination log under one spelling clashes with a mount path under the other, and a `..` after it climbs from /run', () => {
+    for (const [own, mountPath, how] of [
+      ['/var/run/data', '/run/data', 'mount'],
+      ['/run/app', '/var/run/app/sub', 'mount'],
+      ['/var/run/../srv/app', '/srv/app', 'mount'],
+      ['/var/run/app/termination-log', '/run/app', 'termination'],
+    ] as const) {
+      const app =
+        how === 'mount'
+          ? { name: 'app', image: 'app:1', volumeMounts: [{ name: 'data', mountPath: own }] }
+          : { name: 'app', image: 'app:1', terminationMessagePath: own };
+      const pod = basicPod(
+        { ...DB, 'secret-agent.io/mount-path': mountPath },
+        { containers: [app], volumes: [{ name: 'data', emptyDir: {} }] },
+      );
+      assert.match(
+        denial(pod),
+        /secret-agent\.io\/mount-path: .* overlaps .* container "app"/,
+        `${own} ~ ${mountPath}`,
+      );
+    }
+    // The wrapper's own directory, through the link and back up: refused like /.secret-agent itself.
+    const wrapped = basicPod(
+      { ...DB, 'secret-agent.io/env-DB_PASSWORD': 'aws:prod/db' },
+      {
+        containers: [
+          {
+            name: 'app',
+            image: 'app:1',
+            command: ['/app/run'],
+            volumeMounts: [{ name: 'data', mountPath: '/var/run/../.secret-agent' }],
+          },
+        ],
+        volumes: [{ name: 'data', emptyDir: {} }],
+      },
+    );
+    assert.match(denial(wrapped), /\.secret-agent/);
+  });
+
   it('property: any spelling of an agent’s own path is refused or reaches the app containers only', () => {
     const own = [
       '/app',

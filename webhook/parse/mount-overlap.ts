@@ -17,12 +17,36 @@ export function normalPath(path: string): string {
 }
 
 /**
+ * The path as the runtime resolves it in an image where `/var/run` is a link to `/run` (Debian,
+ * Alpine, distroless and most others): the link followed where it is met, before any `..` after it,
+ * so `/var/run/../x` is `/x` and `/var/run/secrets` is `/run/secrets`.
+ */
+export function linkedPath(path: string): string {
+  const segments: string[] = [];
+  for (const s of path.split('/')) {
+    if (s === '..') segments.pop();
+    else if (s !== '' && s !== '.') segments.push(s);
+    if (segments.length === 2 && segments[0] === 'var' && segments[1] === 'run') segments.splice(0, 2, 'run');
+  }
+  return `/${segments.join('/')}`;
+}
+
+const overlap = (x: string, y: string) =>
+  x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
+
+/** Whether two mount paths overlap as written (normal forms), without following the /var/run link. */
+export function overlapsAsWritten(a: string, b: string): boolean {
+  return overlap(normalPath(a), normalPath(b));
+}
+
+/**
  * Whether two mount paths overlap: one at, above or below the other, so that one mount would hide
- * the other or what is under it. `/` overlaps every path; both are compared in their normal form.
+ * the other or what is under it. `/` overlaps every path. Both are compared in their normal form, and
+ * again with `/var/run` taken as the link to `/run` it is in most images: where it is a directory of
+ * its own, a pair this refuses did not clash, and another path does.
  */
 export function mountsOverlap(a: string, b: string): boolean {
-  const [x, y] = [normalPath(a), normalPath(b)];
-  return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`) || x === '/' || y === '/';
+  return overlapsAsWritten(a, b) || overlap(linkedPath(a), linkedPath(b));
 }
 
 /** A path where the runtime puts something of a container's own, and the spec field that asks for it. */

@@ -1,7 +1,7 @@
 import { ENV_EXEC_APP_DIR } from '../../agent/contract/env-exec.ts';
 import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../../agent/contract/service-account.ts';
 import { IRSA, POD_IDENTITY } from '../eks-identity.ts';
-import { mountsOverlap } from './mount-overlap.ts';
+import { mountsOverlap, overlapsAsWritten } from './mount-overlap.ts';
 
 /**
  * Paths of an app container that `secret-agent.io/mount-path` may not be at, above or below: what the
@@ -47,5 +47,9 @@ export const RESERVED_MOUNT_PATHS: readonly { readonly path: string; readonly ho
 
 /** The reserved path `mountPath` is at, above or below, if any. */
 export function reservedMountPath(mountPath: string): (typeof RESERVED_MOUNT_PATHS)[number] | undefined {
-  return RESERVED_MOUNT_PATHS.find((r) => mountsOverlap(mountPath, r.path));
+  // The entry spelt as the path is, if one overlaps it so; else one through the /var/run link.
+  return (
+    RESERVED_MOUNT_PATHS.find((r) => overlapsAsWritten(mountPath, r.path)) ??
+    RESERVED_MOUNT_PATHS.find((r) => mountsOverlap(mountPath, r.path))
+  );
 }
