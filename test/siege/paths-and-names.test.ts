@@ -271,6 +271,8 @@ describe('siege: mount paths over what every container has mounted already', () 
       ['/var/run/secrets', '/var/run/secrets/kubernetes.io/serviceaccount'],
       ['/var/run', '/var/run/secrets/kubernetes.io/serviceaccount'],
       ['/var', '/var/run/secrets/kubernetes.io/serviceaccount'],
+      ['/var/run/secrets/azure/tokens', '/var/run/secrets/azure/tokens'],
+      ['/var/run/secrets/azure', '/var/run/secrets/azure/tokens'],
       // /var/run is a link to /run in most images, and the runtime follows it.
       ['/run/secrets/kubernetes.io/serviceaccount', '/run/secrets/kubernetes.io/serviceaccount'],
       ['/run', '/run/secrets/kubernetes.io/serviceaccount'],

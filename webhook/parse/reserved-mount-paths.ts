@@ -42,6 +42,11 @@ export const RESERVED_MOUNT_PATHS: readonly { readonly path: string; readonly ho
   })),
   ...withRunSpelling(IRSA.dir).map((path) => ({ path, holds: 'the IRSA token EKS mounts' })),
   ...withRunSpelling(POD_IDENTITY.dir).map((path) => ({ path, holds: 'the EKS Pod Identity token' })),
+  // Azure Workload Identity's webhook projects its token here (AZURE_FEDERATED_TOKEN_FILE).
+  ...withRunSpelling('/var/run/secrets/azure/tokens').map((path) => ({
+    path,
+    holds: 'the Azure Workload Identity token its webhook mounts',
+  })),
   { path: ENV_EXEC_APP_DIR, holds: 'the env wrapper, which the webhook mounts for secret-agent.io/env-*' },
 ];
 
