@@ -27,8 +27,12 @@ const KIND_NAMES: Record<FloodKind, string> = {
   idle: 'idle',
   slow: 'slow-sending',
   churn: 'connect-and-close',
+  dribble: 'dribbling',
   'tls-idle': 'idle-after-TLS',
   'tls-slow': 'slow-sending-after-TLS',
+  scrape: 'GET-/metrics',
+  pipelined: 'pipelining-GET-/metrics',
+  'tls-busy': 'dribbling-pipelined-bodies-after-TLS',
 };
 
 /**
@@ -127,6 +131,8 @@ export function kubeletProbe(target: ProbeTarget, path: string): Promise<ProbeRe
 export interface ProbeSiegeFigures {
   readonly probes: number;
   readonly answered: number;
+  /** The answered probes' times (connect to answer), ms, in order: how many within any timeout. */
+  readonly answeredMs: readonly number[];
   /** Failures by kind, e.g. { "timeout connecting": 2 }. */
   readonly failures: Readonly<Record<string, number>>;
   /** Probe times (connect to answer), ms: median, 99th percentile, most. */
@@ -264,6 +270,10 @@ export async function probeSiege(options: {
   return {
     probes: results.length,
     answered: results.filter((r) => r.ok).length,
+    answeredMs: results
+      .filter((r) => r.ok)
+      .map((r) => r.ms)
+      .sort((a, b) => a - b),
     failures,
     p50Ms: percentile(ms, 0.5),
     p99Ms: percentile(ms, 0.99),

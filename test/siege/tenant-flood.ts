@@ -9,20 +9,34 @@
  *   idle   connects and sends nothing;
  *   slow   sends a request's first line, then one header byte every `slowMs`;
  *   churn  connects and closes at once, alternately with a FIN and a reset;
- *   tls-idle, tls-slow  the same as idle and slow once a TLS handshake is done (for an HTTPS port).
+ *   dribble  sends a request's first line and the start of a header at once, then one byte of it after
+ *          each of its own random intervals within `dribbleMs`, never finishing (issue 37's "dribbling"
+ *          connections: with the grace counted from a peer's last byte, each looked new when accepted);
+ *   tls-idle, tls-slow  the same as idle and slow once a TLS handshake is done (for an HTTPS port);
+ *   scrape  sends a complete GET /metrics at once: reopened as soon as answered and closed;
+ *   pipelined  writes `pipelined` GET /metrics in one go, none waiting for an answer;
+ *   tls-busy  after TLS, a POST /mutate whose `bodyBytes`-byte body comes one byte every `slowMs`,
+ *           the next request's headers with its last byte: never silent, never idle between requests.
  * Whatever closes a lane's connection (the server, a reset, its own churn), the lane connects again at
  * once: the shape that took the kubelet's probes down (issue 37), whatever the number of sources.
  */
 import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 
-export type FloodKind = 'idle' | 'slow' | 'churn' | 'tls-idle' | 'tls-slow';
+export type FloodKind =
+  'idle' | 'slow' | 'churn' | 'dribble' | 'tls-idle' | 'tls-slow' | 'scrape' | 'pipelined' | 'tls-busy';
 
 export interface TenantFloodPlan {
   readonly host: string;
   readonly port: number;
   readonly sources: readonly { readonly from: string; readonly count: number; readonly kind: FloodKind }[];
   readonly slowMs?: number;
+  /** The dribble kind's interval between bytes, drawn anew for each byte from [min, max] ms. */
+  readonly dribbleMs?: readonly [min: number, max: number];
+  /** How many requests a `pipelined` connection writes at once (1,000 unless given). */
+  readonly pipelined?: number;
+  /** A `tls-busy` request's body (40 bytes unless given). */
+  readonly bodyBytes?: number;
   /** The server name a TLS kind sends. */
   readonly servername?: string;
 }
@@ -38,6 +52,8 @@ export interface TenantFloodFigures {
   readonly mostOpen: number;
 }
 
+const METRICS = 'GET /metrics HTTP/1.1\r\nhost: port\r\n\r\n';
+
 /** A connect that neither completes nor fails in this long counts as failed (its SYN was dropped). */
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -46,6 +62,7 @@ export const tenantAddress = (n: number): string => `127.1.${Math.floor(n / 250)
 
 function flood(plan: TenantFloodPlan): void {
   const slowMs = plan.slowMs ?? 200;
+  const [dribbleMin, dribbleMax] = plan.dribbleMs ?? [100, 190];
   const sockets = new Set<Socket>();
   let stopping = false;
   let opened = 0;
@@ -70,6 +87,14 @@ function flood(plan: TenantFloodPlan): void {
     let connected = false;
     let ownClose = false;
     let trickle: NodeJS.Timeout | undefined;
+    // Each byte after the last one was written, never after the close (a failed write calls back too).
+    const dribble = (error?: Error | null) => {
+      if (error || socket.destroyed) return;
+      trickle = setTimeout(
+        () => socket.write('a', dribble),
+        dribbleMin + Math.random() * (dribbleMax - dribbleMin),
+      );
+    };
     socket.on('error', () => {});
     socket.once('connect', () => {
       clearTimeout(timer);
@@ -84,13 +109,34 @@ function flood(plan: TenantFloodPlan): void {
       } else if (kind === 'slow') {
         socket.write('GET /healthz HTTP/1.1\r\nx-slow: ');
         trickle = setInterval(() => socket.write('a'), slowMs);
-      } else if (kind === 'tls-idle' || kind === 'tls-slow') {
+      } else if (kind === 'dribble') {
+        socket.write('GET /healthz HTTP/1.1\r\nX: ', dribble);
+      } else if (kind === 'scrape') {
+        socket.on('data', () => {});
+        socket.write(METRICS);
+      } else if (kind === 'pipelined') {
+        socket.on('data', () => {});
+        socket.write(METRICS.repeat(plan.pipelined ?? 1000));
+      } else if (kind === 'tls-idle' || kind === 'tls-slow' || kind === 'tls-busy') {
         // An attacker does not check the certificate; the TCP socket's close ends the lane.
         const tls = tlsConnect({ socket, servername: plan.servername, rejectUnauthorized: false }, () => {
           if (kind === 'tls-idle') return;
-          tls.write('POST /mutate HTTP/1.1\r\nx-slow: ');
-          trickle = setInterval(() => tls.write('a'), slowMs);
+          if (kind === 'tls-slow') {
+            tls.write('POST /mutate HTTP/1.1\r\nx-slow: ');
+            trickle = setInterval(() => tls.write('a'), slowMs);
+            return;
+          }
+          const body = plan.bodyBytes ?? 40;
+          const head = `POST /mutate HTTP/1.1\r\nhost: w\r\ncontent-type: application/json\r\ncontent-length: ${body}\r\n\r\n`;
+          let sent = 0;
+          tls.write(head);
+          trickle = setInterval(() => {
+            if (++sent < body) return void tls.write('x');
+            sent = 0;
+            tls.write(`x${head}`);
+          }, slowMs);
         });
+        tls.on('data', () => {});
         tls.on('error', () => socket.destroy());
       }
     });
