@@ -46,7 +46,7 @@
 /* Every limit, in one place. The HTTP ones are AGENT_PORT_LIMITS' (agent/serve/health-server.ts; a test checks). */
 #define MAX_CONNS 64          /* connections held at once */
 #define MAX_PER_SOURCE 16     /* ... from one source address, but for newcomers within their grace */
-#define GRACE_MS 200          /* from its handshake, a connection is never closed to make room */
+#define GRACE_MS 200          /* from its handshake, a silent connection is never closed to make room */
 #define FIRST_REQUEST_MS 3000 /* to send a complete request head */
 #define WRITE_MS 10000        /* to take the answer */
 #define LINGER_MS 1000        /* to read unread input after the answer, so closing does not reset it */
@@ -108,6 +108,7 @@ static struct conn {
   unsigned char src[16]; /* IPv4 as v4-mapped IPv6 */
   uint64_t seq;
   int64_t born, deadline; /* born: its handshake, by the kernel's clock (it may have waited in the queue) */
+  int64_t grace_end;      /* born + GRACE_MS; the past once part of a request has come without the rest */
   size_t len, head, sent; /* READ: len = bytes read; WRITE: buf = head bytes then tail bytes */
   blob *body;
   int head_only, eof;
@@ -546,6 +547,7 @@ static void conn_read(struct conn *c) {
   if (c->len == sizeof c->buf)
     memmem(c->buf, c->len, "\r\n", 2) ? answer(c, 431, "request head too large\n", NULL)
                                      : answer(c, 414, "request line too long\n", NULL);
+  else c->grace_end = 0; /* part of a request, not the rest: not a probe (see past_grace) */
 }
 
 static void conn_write(struct conn *c) {
@@ -580,9 +582,16 @@ static void conn_write(struct conn *c) {
  * bytes, and a probe's complete request is answered when it is accepted. A newcomer that already spent
  * its grace in the queue without sending a request is closed at once when the port is full, without
  * costing anyone a place. None of this needs to know any address: it holds for any number of sources.
+ *
+ * The grace is the kubelet's, and only a silent connection has it. The kubelet writes its small request
+ * in one segment, so a probe has sent either nothing or a whole request; one that has sent part of a
+ * request and not the rest is not a probe, and its grace ends with those bytes. Otherwise a sender of a
+ * byte now and then, from as many addresses as it likes, could keep every place in its grace and the
+ * port from accepting (issue 37, "dribbling" connections). And the grace is counted from the handshake
+ * whatever a connection sends: bytes cannot make it look newer than it is (kernel_age_ms).
  */
 static int past_grace(const struct conn *c, int64_t now) {
-  return c->phase != C_FREE && now - c->born >= GRACE_MS;
+  return c->phase != C_FREE && now >= c->grace_end;
 }
 
 /* Room for one more: a free place, or one that may be taken (past its grace). */
@@ -596,19 +605,21 @@ static int room(int64_t now) {
 static int64_t first_grace_end(void) {
   int64_t t = INT64_MAX;
   for (int i = 0; i < MAX_CONNS; i++)
-    if (conns[i].phase != C_FREE && conns[i].born + GRACE_MS < t) t = conns[i].born + GRACE_MS;
+    if (conns[i].phase != C_FREE && conns[i].grace_end < t) t = conns[i].grace_end;
   return t;
 }
 
-/* How long ago the connection's handshake completed, by the kernel's clock: for one that has sent
- * nothing, the time since its handshake (its wait in the queue included); since its last byte, for one
- * that has (never more than its age, so its grace is never cut short). */
+/* How long ago the connection's handshake completed, by the kernel's clock, its wait in the queue
+ * included: the time since the port last sent it data. The kernel starts that clock when the handshake
+ * completes (tcp_create_openreq_child sets lsndtime) and moves it only when the port sends data, which
+ * it has not before it accepts; what the peer sends cannot move it. (tcpi_last_data_recv, the time since
+ * the peer's last byte, made a connection sending a byte every < GRACE_MS look new at every accept.) */
 static int64_t kernel_age_ms(int fd) {
   struct tcp_info ti;
   socklen_t len = sizeof ti;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || len < offsetof(struct tcp_info, tcpi_last_ack_recv))
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) || len < offsetof(struct tcp_info, tcpi_last_ack_sent))
     return 0;
-  return ti.tcpi_last_data_recv;
+  return ti.tcpi_last_data_sent;
 }
 
 /* The place to take for a newcomer: one past its grace, still reading its request, from `src` if given,
@@ -650,6 +661,8 @@ static struct conn incoming; /* a newcomer, read before it is given a place: it 
 static void place(int64_t now) {
   struct conn *in = &incoming;
   int held = 0, free_slot = -1, v = -1;
+  /* young: within GRACE_MS of its handshake. One that has sent part of a request may still take a place
+   * then (a request longer than a segment, caught between two), but keeps no grace in it (past_grace). */
   int waiting = in->phase == C_READ, young = !waiting || now - in->born < GRACE_MS;
   for (int i = 0; i < MAX_CONNS; i++) {
     if (conns[i].phase == C_FREE) free_slot = free_slot < 0 ? i : free_slot;
@@ -685,6 +698,7 @@ static void accept_conns(void) {
     struct conn *c = &incoming;
     c->fd = fd, c->phase = C_READ, c->seq = ++conn_seq, c->len = 0, c->body = NULL, c->eof = c->head_only = 0;
     c->born = now - kernel_age_ms(fd);
+    c->grace_end = c->born + GRACE_MS;
     c->deadline = c->born + FIRST_REQUEST_MS;
     memset(c->src, 0, 10), c->src[10] = c->src[11] = 0xff;
     if (peer.sin6_family == AF_INET6) memcpy(c->src, &peer.sin6_addr, 16);

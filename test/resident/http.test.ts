@@ -243,6 +243,89 @@ describe('resident: floods', () => {
     for (const s of [...held.flat(), ...newcomers]) s.destroy();
   });
 
+  it('a connection that has sent part of a request has no grace: dribbling in the queue past its grace, it is closed at accept, not a silent one for it', async () => {
+    await using r = await startResident(IDLE);
+    await r.until('the first run', async () => (await r.get('/readyz')).status === 200);
+    // Read while the port is empty: a request accepted before it arrived takes a place then, closing no one.
+    const fullBefore = (await r.sample(refusedFor('full'))) ?? 0;
+    const held: Socket[][] = [];
+    for (const source of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6'])
+      held.push(await idleConnections(r.port, source, SOURCE_CAP));
+    await new Promise((resolve) => setTimeout(resolve, AGENT_PORT_LIMITS.graceMs + 50)); // past their grace
+    // Stopped, the resident accepts nothing: its newcomers' handshakes, and every byte they send, wait
+    // in the kernel. Each sends a request's start, then a byte every 50 ms: at accept, its last byte is
+    // younger than the grace, its handshake older.
+    process.kill(r.child.pid!, 'SIGSTOP');
+    const dribblers: Socket[] = [];
+    const timers: NodeJS.Timeout[] = [];
+    let connected = 0;
+    try {
+      try {
+        for (const source of ['127.0.0.7', '127.0.0.8', '127.0.0.9', '127.0.0.10'])
+          for (let i = 0; i < 4; i++) {
+            const s = connect({ port: r.port, host: '127.0.0.1', localAddress: source });
+            s.on('error', () => {});
+            s.resume();
+            s.once('connect', () => {
+              connected++;
+              s.write('GET /healthz HTTP/1.1\r\nX-Slow: ');
+              timers.push(setInterval(() => s.writable && s.write('a'), 50));
+            });
+            dribblers.push(s);
+          }
+        await new Promise((resolve) => setTimeout(resolve, 2 * AGENT_PORT_LIMITS.graceMs));
+        assert.equal(connected, dribblers.length, 'handshakes completed by the kernel, waiting in its queue');
+      } finally {
+        process.kill(r.child.pid!, 'SIGCONT');
+      }
+      const open = (sockets: Socket[]) =>
+        sockets.filter((c) => !c.destroyed && c.readyState === 'open').length;
+      await r.until('the dribblers closed', () => open(dribblers) === 0, 2000);
+      // Each was closed when accepted, the port being full, at no one's cost: the 64 silent ones stay.
+      assert.deepEqual(held.map(open), [SOURCE_CAP, SOURCE_CAP, SOURCE_CAP, SOURCE_CAP]);
+      // Counted as closed when full (not at their deadline); the sample's own connection may have taken a
+      // place too, if accepted before its request arrived.
+      const full = (await r.sample(refusedFor('full')))! - fullBefore;
+      assert.ok(full === dribblers.length || full === dribblers.length + 1, `${full} closed when full`);
+    } finally {
+      for (const t of timers) clearInterval(t);
+      for (const s of [...held.flat(), ...dribblers]) s.destroy();
+    }
+  });
+
+  it('a request in two parts, sent when the port is full of connections past their grace, is answered', async () => {
+    await using r = await startResident(IDLE);
+    await r.until('the first run', async () => (await r.get('/readyz')).status === 200);
+    const held: Socket[] = [];
+    for (const source of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6'])
+      held.push(...(await idleConnections(r.port, source, SOURCE_CAP)));
+    await new Promise((resolve) => setTimeout(resolve, AGENT_PORT_LIMITS.graceMs + 50)); // past their grace
+    try {
+      // A request longer than a segment may be accepted between two: it takes a place, as a newcomer
+      // within its grace, though what it sent first is not yet a whole request. Stopped, the resident
+      // accepts only once the first part is there.
+      process.kill(r.child.pid!, 'SIGSTOP');
+      const answer = await new Promise<string>((resolve, reject) => {
+        const s = connect({ port: r.port, host: '127.0.0.1', localAddress: '127.0.0.11' });
+        let got = '';
+        s.on('error', reject);
+        s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+        s.once('close', () => resolve(got));
+        s.once('connect', () => {
+          s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n', () =>
+            setTimeout(() => {
+              process.kill(r.child.pid!, 'SIGCONT');
+              setTimeout(() => s.end('User-Agent: kube-probe/1.33\r\n\r\n'), 20);
+            }, 20),
+          );
+        });
+      }).finally(() => process.kill(r.child.pid!, 'SIGCONT'));
+      assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
+    } finally {
+      for (const s of held) s.destroy();
+    }
+  });
+
   it('out of file descriptors (EMFILE), it neither spins nor dies, and answers once they free up', async () => {
     await using r = await startResident(IDLE, { nofile: 24 });
     const cpu = () =>
