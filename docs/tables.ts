@@ -274,10 +274,10 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
         [
           'Connections held at once',
           String(l.maxConnections),
-          `a request that has arrived is answered first; then one past its grace that has sent none, from the address holding the most such, the oldest of those, is ${refused('full')}`,
+          `a request that has arrived is answered first; then one past its grace that has sent none, from the address holding the most such, the oldest of those, else one whose request is still arriving ${l.slowRequestMs} ms after it began, from the address holding the most, is ${refused('full')}`,
         ],
         [
-          'A connection’s grace, from its handshake (Node: its accept)',
+          'A connection’s grace, from its handshake (Node: its accept); the small sidecar gives none to one that has sent part of a request',
           `${l.graceMs} ms`,
           `within it, a connection is not closed to make room: newcomers wait in the kernel’s queue (${l.residentListenBacklog} long) until a grace ends (the small sidecar), or up to ${l.maxInGrace} are held beyond the ${l.maxConnections}, the oldest going first past that (the Node agent, its queue ${l.listenBacklog} long)`,
         ],
@@ -291,7 +291,11 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
           `${l.firstRequestMs / 1000} s`,
           `${refused('no-request')}`,
         ],
-        ['Requests per connection', '1', 'answered with `Connection: close`, then closed'],
+        [
+          'Requests per connection',
+          String(l.maxRequests),
+          'answered with `Connection: close`, then closed; what comes after the first request’s head (a body, requests sent without waiting for the answer) is not read',
+        ],
         [
           'A request’s headers',
           `${l.maxHeaderBytes / 1024} KiB, ${l.maxHeadersCount} kept`,

@@ -5,20 +5,49 @@ import { MAX_CONNECTIONS } from './connection-limits.ts';
  * with Retry-After, which the API server's client retries after that many seconds (within the
  * webhook's timeoutSeconds), read nothing more of that body and close its connection (server.ts).
  *
- * A request holds its bytes from the first one until its answer is sent: its body's chunks as they
- * arrive, then its answer in their place. Admission is synchronous, so bodies are parsed one at a time,
- * large ones one a turn of the event loop (server.ts): a body waiting for its turn is still its chunks,
- * counted here, and becomes text and objects only in its turn, in V8's heap, whose cap bounds what a
- * parse builds (webhook/limits.ts, the worst case).
+ * A request holds its bytes from the first one until its answer is sent: its body's blocks as they
+ * fill (each counted whole when made), then its answer in their place until the kernel has taken
+ * its last byte. Admission is synchronous, so bodies are parsed one at a time, large ones one a turn
+ * of the event loop (server.ts): a body waiting for its turn is still its blocks, counted here, and
+ * becomes text and objects only in its turn, in V8's heap, whose cap bounds what a parse builds
+ * (webhook/limits.ts, the worst case).
  *
  * Bytes are counted as they arrive, never reserved from a declared Content-Length: a client that
- * declares a large body and sends a byte now and then holds a few bytes, not the budget. A request's
+ * declares a large body and sends a byte now and then holds one small block, not the budget. A request's
  * first SLOT_BYTES come from a pool sized for every connection the webhook holds, so no one can use it
  * up: an ordinary pod (2 to 20 KiB) and its answer are always taken, whatever large or slow bodies hold.
  * Bytes past a request's slot share a pool for large bodies, of which one source may hold half.
  */
 /** The API server sends at most about 3 MiB (its own request limit); anything larger is not from it. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
+
+/**
+ * The most pieces a body may arrive in: TLS records, or chunks of its chunked encoding, one each per
+ * 'data' event. Each piece is a Buffer of its own (a few hundred bytes of heap and allocator whatever
+ * its length), so a body is copied into blocks as it arrives and its pieces are let go at once; past
+ * this many, it is refused (413) before more is read. The API server's Go client sends about 100
+ * records of a segment each, then records of 16 KiB: a 3 MiB body in about 300.
+ */
+export const MAX_BODY_PIECES = 8192;
+
+/**
+ * The blocks a body is copied into, counted whole from the moment each is made: the first of
+ * BODY_BLOCK_MIN_BYTES (or less, what Content-Length says is left), then as large as what arrived so
+ * far, up to BODY_BLOCK_MAX_BYTES. A body holds at most one block past what arrived, and a byte sent
+ * now and then holds one small block.
+ */
+export const BODY_BLOCK_MIN_BYTES = 16 * 1024;
+export const BODY_BLOCK_MAX_BYTES = 64 * 1024;
+
+/**
+ * An answer goes out in pieces of this size (one TLS record's), each written once the kernel has
+ * taken the one before: TLS then holds one piece of it, not the whole answer encrypted, and keeps
+ * no buffer of the answer's size for the life of the connection. One write of a 630 KB answer left
+ * about that much outside V8's heap on each kept-alive connection until it closed (measured: 100
+ * connections, 63 MiB; in pieces, none), and the answer stays counted until the kernel took its
+ * last piece, when the answer deadline stops too.
+ */
+export const ANSWER_PIECE_BYTES = 16 * 1024;
 
 /** A request's first bytes, body then answer: an ordinary pod whole, and its patch. */
 export const SLOT_BYTES = 32 * 1024;

@@ -48,6 +48,23 @@ export const CONNECTION_GRACE_MS = 1_000;
  */
 export const MAX_CONNECTIONS_IN_GRACE = 0;
 
+/**
+ * A request whose body is still arriving this long after it began (pipelined: after its connection
+ * was last answered in full) is slow: at a cap its connection makes room like one that sent nothing,
+ * from the address holding the most connections. The API server writes a call whole, headers and body
+ * in a few TLS records, within milliseconds; 256 connections from one address dribbling bodies, each
+ * pipelining its next request with its last byte, were never idle nor silent, and kept the API
+ * server's and the kubelet's newcomers out (issue 37).
+ */
+export const SLOW_REQUEST_MS = 250;
+
+/**
+ * Requests one connection carries: the answer to the last says `Connection: close` (the API server
+ * opens another, one TLS handshake per thousand calls), and a request pipelined past it closes the
+ * connection unanswered.
+ */
+export const MAX_REQUESTS_PER_CONNECTION = 1000;
+
 /** A later request's headers, on a keep-alive connection. */
 export const HEADERS_TIMEOUT_MS = 5_000;
 

@@ -22,7 +22,11 @@ import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from './admission/json-limits.ts';
 import { PREFIX } from './annotations/annotation.ts';
 import { MAX_CPU_QUANTITY, MAX_MEMORY_QUANTITY, MAX_MOUNT_PATH_BYTES } from './annotations/values.ts';
 import {
+  ANSWER_PIECE_BYTES,
+  BODY_BLOCK_MAX_BYTES,
+  BODY_BLOCK_MIN_BYTES,
   MAX_BODY_BYTES,
+  MAX_BODY_PIECES,
   MAX_LARGE_IN_FLIGHT_BYTES,
   MAX_LARGE_PER_SOURCE_BYTES,
   MAX_SLOT_BYTES,
@@ -39,6 +43,8 @@ import {
   KEEP_ALIVE_TIMEOUT_MS,
   MAX_CONNECTIONS,
   MAX_CONNECTIONS_PER_SOURCE,
+  MAX_REQUESTS_PER_CONNECTION,
+  SLOW_REQUEST_MS,
   REQUEST_TIMEOUT_MS,
 } from './connection-limits.ts';
 import { MEMORY_LIMIT_MIB, oldSpaceMiB, SEMI_SPACE_MIB } from './heap-limit.ts';
@@ -125,16 +131,28 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     why: 'The API server sends no more (its own request limit).',
   },
   {
+    what: 'The pieces a request body arrives in (TLS records, or chunks of its chunked encoding)',
+    limit: MAX_BODY_PIECES.toLocaleString('en'),
+    past: 'HTTP 413 naming the limit, before more is read; the connection closes',
+    why: `Each piece is a buffer of its own, a few hundred bytes whatever its length: a body is copied as it arrives into blocks of ${size(BODY_BLOCK_MIN_BYTES)} to ${size(BODY_BLOCK_MAX_BYTES)}, counted whole below, and its pieces let go. The API server sends a 3 MiB body in about 300 records.`,
+  },
+  {
     what: 'Connections held at once',
     limit: String(MAX_CONNECTIONS),
-    past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; else the oldest idle between requests; when every one is busy with a request, the newcomer. None is closed before it has been read once`,
+    past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; then one whose request is still arriving ${SLOW_REQUEST_MS} ms after it began (pipelined: after its connection was last answered in full), from the address holding the most connections, the slowest of its own; else the oldest idle between requests; when every one is answering a request that has arrived, the newcomer. None is closed before it has been read once, nor while it answers a request that has arrived whole`,
     why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
   },
   {
     what: 'Connections held at once from one address',
     limit: String(MAX_CONNECTIONS_PER_SOURCE),
-    past: 'that address’s oldest connection past its grace that has sent no request, else its oldest idle between requests, is closed for the newcomer; a newcomer within its grace is never refused for its address (the node’s, whose kubelet probes, may be shared)',
+    past: `every connection counted, that address’s oldest connection past its grace that has sent no request, else its oldest idle between requests, else its slowest request still arriving ${SLOW_REQUEST_MS} ms after it began, is closed for the newcomer; a newcomer within its grace is never refused for its address (the node’s, whose kubelet probes, may be shared)`,
     why: 'One pod cannot take the rest. Behind Konnectivity all API server calls come from one or a few addresses: only its calls in progress count against this.',
+  },
+  {
+    what: 'Requests on one connection',
+    limit: MAX_REQUESTS_PER_CONNECTION.toLocaleString('en'),
+    past: 'the last is answered with `Connection: close`; a request pipelined after it closes the connection unanswered',
+    why: 'The API server opens another: one TLS handshake per thousand calls. A connection does not carry requests for ever.',
   },
   {
     what: 'From a connection’s TCP accept to its first request’s headers, TLS handshake included',
@@ -146,7 +164,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     what: 'A later request’s headers; a whole request; from its headers until its answer is sent; an idle keep-alive connection',
     limit: `${HEADERS_TIMEOUT_MS / 1000} s; ${REQUEST_TIMEOUT_MS / 1000} s; ${ANSWER_DEADLINE_MS / 1000} s; ${KEEP_ALIVE_TIMEOUT_MS / 1000} s`,
     past: 'the connection is closed (HTTP 408 for a request still arriving)',
-    why: 'A slow sender, or a reader that never reads its answer, holds its bytes no longer than this.',
+    why: `A slow sender, or a reader that never reads its answer, holds its bytes no longer than this. An answer goes out ${size(ANSWER_PIECE_BYTES)} at a time, each once the kernel took the one before, and is sent when the kernel has its last byte: TLS holds a piece of it at most.`,
   },
   {
     what: 'A request’s first bytes, its body’s then its answer’s',
@@ -158,7 +176,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     what: 'Request and answer bytes past their request’s first ones, all in flight together',
     limit: `${size(MAX_LARGE_IN_FLIGHT_BYTES)}; ${size(MAX_LARGE_PER_SOURCE_BYTES)} from one address`,
     past: `HTTP 429 with \`Retry-After: ${RETRY_AFTER_SECONDS}\`; nothing more of the body is read, and its connection closes ${SHED_LINGER_MS / 1000} s after the answer. The API server retries within \`timeoutSeconds\``,
-    why: 'Two of the largest bodies the API server sends. A body counts from its first byte until its answer takes its place, its answer until sent. Bodies past their first bytes are parsed one a turn of the event loop, and wait for theirs as these bytes.',
+    why: 'Two of the largest bodies the API server sends. A body counts from its first byte until its answer takes its place (the blocks it is copied into, each whole), its answer until the kernel has taken it. Bodies past their first bytes are parsed one a turn of the event loop, and wait for theirs as these bytes.',
   },
   {
     what: 'JSON nesting of a body',

@@ -8,8 +8,12 @@ import { ConnectionGuard } from '../agent/serve/connection-guard.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
 import { BadReviewError } from './admission/bad-review-error.ts';
 import {
+  ANSWER_PIECE_BYTES,
+  BODY_BLOCK_MAX_BYTES,
+  BODY_BLOCK_MIN_BYTES,
   BodyBudget,
   MAX_BODY_BYTES,
+  MAX_BODY_PIECES,
   RETRY_AFTER_SECONDS,
   SHED_LINGER_MS,
   SLOT_BYTES,
@@ -25,7 +29,9 @@ import {
   MAX_CONNECTIONS,
   MAX_CONNECTIONS_IN_GRACE,
   MAX_CONNECTIONS_PER_SOURCE,
+  MAX_REQUESTS_PER_CONNECTION,
   REQUEST_TIMEOUT_MS,
+  SLOW_REQUEST_MS,
 } from './connection-limits.ts';
 import type { RequestOutcome, WebhookMetrics } from './metrics.ts';
 import { RefusalLog } from './refusal-log.ts';
@@ -83,7 +89,8 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       connectionsCheckingInterval: 1_000,
     },
     (req, res) => {
-      // A client that does not read its answer holds it no longer than this.
+      // A client that does not read its answer holds it no longer than this: the answer is done
+      // ('close' after 'finish') only once the kernel has taken its last piece (sendJson).
       const deadline = setTimeout(() => res.destroy(), ANSWER_DEADLINE_MS);
       res.once('close', () => clearTimeout(deadline));
       serve(req, res);
@@ -112,6 +119,8 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       graceMs: CONNECTION_GRACE_MS,
       maxInGrace: MAX_CONNECTIONS_IN_GRACE,
       replaceIdle: true,
+      slowRequestMs: SLOW_REQUEST_MS,
+      maxRequests: MAX_REQUESTS_PER_CONNECTION,
     },
     (reason, source) => {
       metrics.connectionsClosed.inc({ reason });
@@ -160,10 +169,10 @@ async function route(
       req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
     if (declared !== undefined && !(declared <= MAX_BODY_BYTES))
       throw new HttpError(413, `the body is over ${MAX_BODY_BYTES} bytes`);
-    const chunks = await readBody(req, MAX_BODY_BYTES, bytes);
+    const chunks = await readBody(req, declared, bytes);
     // A body past its slot takes up to a few hundred milliseconds to parse and admit: they take turns.
     if (chunks.reduce((sum, c) => sum + c.length, 0) > SLOT_BYTES) {
-      // A client gone meanwhile frees its bytes in the budget (bytes.release): its chunks go with them,
+      // A client gone meanwhile frees its bytes in the budget (bytes.release): its blocks go with them,
       // so bodies waiting for their turn never hold more than the budget counts.
       const gone = () => (chunks.length = 0);
       res.once('close', gone);
@@ -172,7 +181,7 @@ async function route(
       if (res.destroyed) return;
     }
     // From here to the answer nothing awaits: one body at a time is text and objects (the parse lane).
-    // Bodies still arriving or waiting for their turn are their chunks, counted in `bytes`.
+    // Bodies still arriving or waiting for their turn are their blocks, counted in `bytes`.
     const body = decode(chunks);
     const { request, outcome, log, text, lookup } = options.cache.admitBody(body, options.defaults);
     if (lookup) options.metrics.admissionCache.inc({ result: lookup });
@@ -256,32 +265,62 @@ function shed(
   finish('shed');
 }
 
-/** The body's chunks, each counted in `bytes` as it arrives: 429 when one does not fit, 413 past `limit`. */
-function readBody(req: IncomingMessage, limit: number, bytes: HeldBytes): Promise<Buffer[]> {
+/**
+ * The body, copied as it arrives into blocks that `bytes` counts whole as each is made (BODY_BLOCK_*):
+ * what it holds is what is counted, however small the pieces it comes in, and each piece is let go at
+ * once. 429 when a block does not fit, 413 past MAX_BODY_BYTES or MAX_BODY_PIECES.
+ */
+function readBody(req: IncomingMessage, declared: number | undefined, bytes: HeldBytes): Promise<Buffer[]> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    const blocks: Buffer[] = [];
+    let block = Buffer.alloc(0);
+    let filled = 0;
     let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      const refused =
-        size > limit
-          ? new HttpError(413, `the body is over ${limit} bytes`)
-          : !bytes.add(chunk.length)
-            ? new HttpError(429, SHED_MESSAGE)
-            : undefined;
-      if (refused) {
-        req.off('data', onData);
-        chunks.length = 0;
-        bytes.replace(0);
-        // Nothing more is read: the connection closes with the answer (shed) or at once (413).
-        req.pause();
-        reject(refused);
-        return;
+    let pieces = 0;
+    const refuse = (refused: HttpError) => {
+      req.off('data', onData);
+      blocks.length = 0;
+      bytes.replace(0);
+      // Nothing more is read: the connection closes with the answer (shed) or at once (413).
+      req.pause();
+      reject(refused);
+    };
+    const onData = (piece: Buffer) => {
+      pieces += 1;
+      if (size + piece.length > MAX_BODY_BYTES)
+        return refuse(new HttpError(413, `the body is over ${MAX_BODY_BYTES} bytes`));
+      if (pieces > MAX_BODY_PIECES)
+        return refuse(
+          new HttpError(
+            413,
+            `the body came in more than ${MAX_BODY_PIECES} pieces (TLS records or chunks): send it in fewer, larger writes`,
+          ),
+        );
+      for (let at = 0; at < piece.length;) {
+        if (filled === block.length) {
+          const length = Math.min(
+            BODY_BLOCK_MAX_BYTES,
+            Math.max(BODY_BLOCK_MIN_BYTES, size),
+            declared === undefined ? Infinity : declared - size,
+          );
+          if (!bytes.add(length)) return refuse(new HttpError(429, SHED_MESSAGE));
+          // Never a slice of Node's shared pool, which would keep the rest of the pool alive.
+          block = Buffer.allocUnsafeSlow(length);
+          blocks.push(block);
+          filled = 0;
+        }
+        const copied = piece.copy(block, filled, at);
+        filled += copied;
+        size += copied;
+        at += copied;
       }
-      chunks.push(chunk);
     };
     req.on('data', onData);
-    req.on('end', () => resolve(chunks));
+    // The last block, cut to what arrived (chunked encoding says no length ahead).
+    req.on('end', () => {
+      if (blocks.length > 0) blocks[blocks.length - 1] = block.subarray(0, filled);
+      resolve(blocks);
+    });
     // The client went away while sending (its deadline, a reset): no one is left to answer.
     req.on('error', () => reject(new ClientGone()));
   });
@@ -304,9 +343,24 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   sendJson(res, status, JSON.stringify(body));
 }
 
+/**
+ * Sends `text` in pieces of ANSWER_PIECE_BYTES, each once the one before is written: a socket's write
+ * completes when the kernel has taken all of its encrypted bytes, so 'finish' (and the 'close' that
+ * releases the answer's bytes and its deadline) means the kernel has the whole answer, and TLS never
+ * holds more than a piece of it.
+ */
 function sendJson(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
+  const body = Buffer.from(text);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': body.length });
+  let sent = 0;
+  const next = (err?: Error | null) => {
+    // Gone (its deadline, a reset): 'close' has released its bytes.
+    if (err || res.destroyed) return;
+    const piece = body.subarray(sent, (sent += ANSWER_PIECE_BYTES));
+    if (sent >= body.length) res.end(piece);
+    else res.write(piece, next);
+  };
+  next();
 }
 
 function sendText(res: ServerResponse, status: number, text: string): void {

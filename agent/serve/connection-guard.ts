@@ -38,6 +38,21 @@ export interface ConnectionLimits {
    * address behind Konnectivity), and its next call must get in. Off by default.
    */
   readonly replaceIdle?: boolean;
+  /**
+   * A request still arriving this long after it began (a pipelined one: after its connection was last
+   * answered in full) is slow: at a cap its connection makes room as a silent one does, after those
+   * past their grace without a request, before any newcomer or (replaceIdle) idle one. The API server,
+   * a kubelet probe and a scrape send a request whole, its body in the same few TLS records as its
+   * headers; a connection dribbling its body, request after request, was never idle nor silent and
+   * kept the port full (issue 37).
+   */
+  readonly slowRequestMs: number;
+  /**
+   * Requests one connection carries: the answer to the last says `Connection: close`, and a request
+   * after it (sent without waiting for that answer: pipelined) closes the connection at once, before
+   * the server sees it. Unbounded if not given.
+   */
+  readonly maxRequests?: number;
 }
 
 /** Why the guard closed a connection: the `reason` a caller counts. */
@@ -55,6 +70,12 @@ interface Held {
   fresh: boolean;
   /** Requests whose answer is not done yet: with none, the connection is idle. */
   busy: number;
+  /** Requests seen on it. */
+  requests: number;
+  /** Its latest request: while not `complete`, still arriving. */
+  latest?: IncomingMessage;
+  /** performance.now() when it last began a request with nothing of its own in progress. */
+  since: number;
   timer?: NodeJS.Timeout;
   /** While fresh: its neighbours in its source's list, and in the list of all, oldest first. */
   older?: Held;
@@ -131,10 +152,17 @@ export class ConnectionGuard {
     }
   }
 
-  /** Watches `server`'s connections; `request` events mark a connection as having sent one. */
+  /**
+   * Watches `server`'s connections, and sees each request before the `request` listeners `server`
+   * has now (attach it after them): one it refuses reaches none of them, and costs nothing.
+   */
   attach(server: Server): this {
     server.on('connection', (socket: Socket) => this.#accept(socket));
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.#requested(req.socket, res));
+    const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+    server.removeAllListeners('request');
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (this.#admit(req, res)) for (const listener of listeners) listener.call(server, req, res);
+    });
     server.once('close', () => clearTimeout(this.#graceTimer));
     return this;
   }
@@ -159,6 +187,8 @@ export class ConnectionGuard {
       turn: this.#openTurn,
       fresh: true,
       busy: 0,
+      requests: 0,
+      since: 0,
     };
     held.timer = setTimeout(() => {
       if (held.fresh) this.#close(held, 'no-request');
@@ -170,15 +200,35 @@ export class ConnectionGuard {
     socket.once('close', () => this.#release(held));
   }
 
-  #requested(socket: Socket, res: ServerResponse): void {
+  /** Whether the server may see `req`: not past its connection's last request, nor on a closed one. */
+  #admit(req: IncomingMessage, res: ServerResponse): boolean {
+    const socket = req.socket;
+    // Node's parser dispatches every request in what it read at once, even after the connection was
+    // closed by an earlier one: those are gone already.
+    if (socket.destroyed) return false;
     const held = this.#held.get(`${socket.remoteAddress ?? 'unknown'} ${socket.remotePort}`);
-    if (held === undefined) return;
+    if (held === undefined) return true;
+    const most = this.#limits.maxRequests ?? Infinity;
+    if (held.requests >= most) {
+      // Pipelined past its last answer: a thousand GET /metrics in one write rendered a thousand
+      // answers at once and ended the agent's heap (issue 37). No prober, scraper nor API server
+      // sends a request before the answer to the one before it.
+      socket.destroy();
+      held.socket.destroy();
+      this.#release(held);
+      return false;
+    }
+    if (++held.requests >= most) res.shouldKeepAlive = false;
+    if (held.busy === 0 && held.latest?.complete !== false) held.since = performance.now();
+    held.latest = req;
     held.busy++;
     // 'close' comes once per response, whether it was sent in full or cut off.
     res.once('close', () => held.busy--);
-    if (!held.fresh) return;
-    this.#unlink(held);
-    clearTimeout(held.timer);
+    if (held.fresh) {
+      this.#unlink(held);
+      clearTimeout(held.timer);
+    }
+    return true;
   }
 
   #endTurn(): void {
@@ -204,11 +254,15 @@ export class ConnectionGuard {
     const latest = this.#turns - 1;
     const readOnce = fromTimer ? (h: Held) => h.turn < latest : (h: Held) => h.turn !== this.#openTurn;
     const waiting = (h: Held) => now - h.born >= graceMs && readOnce(h);
-    // A source past its share makes room from its own: the oldest past its grace without a request,
-    // else (replaceIdle) the oldest idle between requests.
+    const slow = (h: Held) => now - h.since >= this.#limits.slowRequestMs;
+    // A source past its share makes room from its own, every connection counted: the oldest past its
+    // grace without a request, else (replaceIdle) the oldest idle between requests, else the slowest
+    // request still arriving. Never one whose requests have all arrived, being answered.
     for (const from of this.#overShare) {
       while (from.held > maxPerSource) {
-        const own = from.oldest !== undefined && waiting(from.oldest) ? from.oldest : this.#oldestIdle(from);
+        const own =
+          (from.oldest !== undefined && waiting(from.oldest) ? from.oldest : this.#oldestIdle(from)) ??
+          this.#slowest(slow, from);
         if (own === undefined) break;
         this.#close(own, 'per-source');
       }
@@ -216,6 +270,13 @@ export class ConnectionGuard {
     // The oldest of all is past its grace if any is.
     while (this.#held.size > maxConnections && this.#oldestFresh !== undefined && waiting(this.#oldestFresh))
       this.#evict(this.#fromMostHeld(waiting)!);
+    // Then one whose request is still arriving, slowly: from the address holding the most connections,
+    // the slowest of its own.
+    while (this.#held.size > maxConnections) {
+      const victim = this.#slowest(slow);
+      if (victim === undefined) break;
+      this.#evict(victim);
+    }
     // Within their grace, more of them than the port keeps: one read once already, from the source
     // holding the most without a request, the oldest of those; only then one idle between requests.
     while (this.#held.size > maxConnections + maxInGrace) {
@@ -266,6 +327,26 @@ export class ConnectionGuard {
         (from.fresh === best.from.fresh && oldest.born < best.born)
       )
         best = oldest;
+    }
+    return best;
+  }
+
+  /**
+   * The connection whose latest request is still arriving, if it `may` go, the one that began it
+   * longest ago: of `from` if given, else of the address holding the most connections. A pass over
+   * all it holds, only when a cap is passed and no silent connection past its grace is left.
+   */
+  #slowest(may: (h: Held) => boolean, from?: Source): Held | undefined {
+    let best: Held | undefined;
+    for (const h of this.#held.values()) {
+      if (h.latest === undefined || h.latest.complete || (from !== undefined && h.from !== from) || !may(h))
+        continue;
+      if (
+        best === undefined ||
+        h.from.held > best.from.held ||
+        (h.from.held === best.from.held && h.since < best.since)
+      )
+        best = h;
     }
     return best;
   }

@@ -40,7 +40,15 @@ async function guarded(maxConnections: number, maxPerSource: number, graceMs = 0
   servers.push(server);
   const refusals: [ConnectionRefusal, string][] = [];
   const guard = new ConnectionGuard(
-    { maxConnections, maxPerSource, firstRequestMs: 60_000, graceMs, maxInGrace: 0, replaceIdle: true },
+    {
+      maxConnections,
+      maxPerSource,
+      firstRequestMs: 60_000,
+      graceMs,
+      maxInGrace: 0,
+      replaceIdle: true,
+      slowRequestMs: 60_000,
+    },
     (reason, source) => refusals.push([reason, source]),
   ).attach(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -31,18 +31,24 @@ afterEach(async () => {
   }
 });
 
-/** `limits` without a grace unless given: a connection may go once it has been read. */
+/**
+ * `limits` without a grace unless given: a connection may go once it has been read; no request is
+ * slow unless `slowRequestMs` is given.
+ */
 async function guarded(
-  limits: Omit<ConnectionLimits, 'graceMs' | 'maxInGrace'> & Partial<ConnectionLimits>,
+  limits: Omit<ConnectionLimits, 'graceMs' | 'maxInGrace' | 'slowRequestMs'> & Partial<ConnectionLimits>,
 ): Promise<Guarded> {
   const server = createServer((_req, res) => res.end('ok\n'));
   servers.push(server);
   const refusals: ConnectionRefusal[] = [];
   const sources: string[] = [];
-  const guard = new ConnectionGuard({ graceMs: 0, maxInGrace: 0, ...limits }, (reason, source) => {
-    refusals.push(reason);
-    sources.push(source);
-  }).attach(server);
+  const guard = new ConnectionGuard(
+    { graceMs: 0, maxInGrace: 0, slowRequestMs: LONG, ...limits },
+    (reason, source) => {
+      refusals.push(reason);
+      sources.push(source);
+    },
+  ).attach(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, guard, port: (server.address() as AddressInfo).port, refusals, sources };
 }

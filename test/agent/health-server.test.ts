@@ -54,6 +54,46 @@ describe('the agent’s port (startHealthServer) and its limits', { timeout: 30_
     assert.equal(got.match(/HTTP\/1\.1 /g)?.length, 1, got);
   });
 
+  it('reads no request after the first on a connection, however they are written: each connection is parsed once and closed, and the port still answers', async () => {
+    let parsed = 0;
+    const count = () => parsed++;
+    server.on('request', count);
+    try {
+      const metricsGet = 'GET /metrics HTTP/1.1\r\nhost: a\r\n\r\n';
+      for (const [connections, pipelined, split] of [
+        [1, 1000, false],
+        [16, 300, false],
+        [8, 3600, true],
+      ] as const) {
+        parsed = 0;
+        const got = await Promise.all(
+          Array.from(
+            { length: connections },
+            (_, i) =>
+              new Promise<string>((resolve) => {
+                const socket = connect({ host: '127.0.0.1', port, localAddress: `127.0.0.${10 + i}` });
+                let text = '';
+                socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+                socket.on('error', () => {});
+                socket.on('close', () => resolve(text));
+                socket.on('connect', () => {
+                  const all = metricsGet.repeat(pipelined);
+                  // Split: the first head's end comes with the pipelined ones, in a later write.
+                  if (!split) return void socket.write(all);
+                  socket.write(all.slice(0, 20), () => setTimeout(() => socket.write(all.slice(20)), 20));
+                });
+              }),
+          ),
+        );
+        assert.equal(parsed, connections, `${connections} × ${pipelined} pipelined: requests parsed`);
+        for (const text of got) assert.ok((text.match(/HTTP\/1\.1 /g) ?? []).length <= 1, text.slice(0, 200));
+      }
+    } finally {
+      server.off('request', count);
+    }
+    assert.match(await exchange(port, 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+  });
+
   it(`refuses headers over ${AGENT_PORT_LIMITS.maxHeaderBytes / 1024} KiB with 431`, async () => {
     const big = 'a'.repeat(AGENT_PORT_LIMITS.maxHeaderBytes + 1);
     const got = await exchange(port, `GET /healthz HTTP/1.1\r\nhost: a\r\nx-big: ${big}\r\n\r\n`);

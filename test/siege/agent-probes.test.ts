@@ -38,6 +38,14 @@ const SHAPES: TenantShape[] = [
   tenants([64, 2, 'slow']),
   tenants([128, 2, 'churn']),
   tenants([16, 4, 'idle'], [16, 4, 'slow'], [16, 4, 'churn']),
+  // A thousand GET /metrics written at once on one connection: each was rendered, and the heap ended.
+  tenants([1, 1, 'pipelined']),
+  tenants([4, 2, 'pipelined']),
+  tenants([64, 1, 'pipelined']),
+  // Connections asking /metrics as fast as answered, from many addresses or a few.
+  tenants([253, 2, 'scrape']),
+  tenants([32, 16, 'scrape']),
+  tenants([16, 4, 'idle'], [16, 4, 'scrape'], [4, 1, 'pipelined']),
 ];
 
 /** RssAnon: the process's own memory, what its working set is but for the Node binary's shared pages. */

@@ -39,12 +39,29 @@ const ANSWERED = 0.99;
 const PROBES_ANSWERED = 0.99;
 const NODE = '127.0.0.254';
 
-const SHAPES: TenantShape[] = [
+/** A shape, and for its dribbling bodies: a byte every `slowMs`, bodies of `bodyBytes`. */
+type LaneShape = TenantShape & { readonly slowMs?: number; readonly bodyBytes?: number };
+
+const busy = (shape: TenantShape, slowMs: number, bodyBytes: number): LaneShape => ({
+  ...shape,
+  name: `${shape.name} (a byte every ${slowMs} ms of ${bodyBytes}-byte bodies)`,
+  slowMs,
+  bodyBytes,
+});
+
+const SHAPES: LaneShape[] = [
   tenants([8, 32, 'tls-idle']),
   tenants([32, 8, 'idle']),
   tenants([64, 4, 'tls-slow']),
   tenants([64, 4, 'churn']),
   tenants([16, 8, 'tls-idle'], [16, 8, 'idle'], [16, 4, 'tls-slow'], [16, 4, 'churn']),
+  // Every connection busy with a request whose body dribbles in, the next one's headers sent with its
+  // last byte: never silent, never idle, never past the request timeout. From one address, or a few.
+  busy(tenants([1, 256, 'tls-busy']), 150, 40),
+  busy(tenants([4, 64, 'tls-busy']), 50, 10),
+  // Bodies that never end: each request cut at the request timeout, its connection reopened.
+  busy(tenants([16, 16, 'tls-busy']), 300, 1000),
+  busy(tenants([1, 128, 'tls-busy'], [8, 16, 'tls-idle'], [8, 8, 'churn']), 100, 40),
 ];
 
 const running: RunningBundle[] = [];
@@ -72,7 +89,16 @@ describe('the webhook’s port under tenants’ connections from many addresses'
           from: NODE,
           timeoutMs: deployed.probeTimeoutSeconds * 1000,
         },
-        floods: [{ host: '127.0.0.1', port: w.port, sources: shape.sources, servername: SERVER_NAME }],
+        floods: [
+          {
+            host: '127.0.0.1',
+            port: w.port,
+            sources: shape.sources,
+            servername: SERVER_NAME,
+            ...(shape.slowMs === undefined ? {} : { slowMs: shape.slowMs }),
+            ...(shape.bodyBytes === undefined ? {} : { bodyBytes: shape.bodyBytes }),
+          },
+        ],
         paths: ['/healthz', '/readyz'],
         everyMs: 50,
         probes: 150,
