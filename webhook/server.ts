@@ -5,6 +5,7 @@ import { setImmediate } from 'node:timers/promises';
 import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from '../agent/log.ts';
 import { ConnectionGuard } from '../agent/serve/connection-guard.ts';
+import { RenderedMetrics } from '../agent/serve/rendered-metrics.ts';
 import type { AdmissionCache } from './admission/admission-cache.ts';
 import { BadReviewError } from './admission/bad-review-error.ts';
 import {
@@ -76,6 +77,9 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
   const { metrics, log } = options;
   const budget = new BodyBudget();
   const largeBodies = turns();
+  // One rendering at a time, its text served again briefly: requests pipelined on a kept-alive
+  // connection each rendered their own, and 8 connections of 1,000 ran the heap out (issue 37).
+  const metricsText = new RenderedMetrics(options.metrics.registry);
   const server = createServer(
     {
       ...options.tls,
@@ -102,7 +106,7 @@ export function createWebhookServer(options: WebhookServerOptions): Server {
       metrics.requests.inc({ outcome });
       metrics.duration.observe({ outcome }, Number(process.hrtime.bigint() - started) / 1e9);
     };
-    route(req, res, options, budget, largeBodies, finish).catch((e: unknown) => {
+    route(req, res, options, budget, largeBodies, metricsText, finish).catch((e: unknown) => {
       const err = e as Error;
       // Name and stack come from our code; request content never reaches an error message here.
       log.error({ err: { name: err.name, stack: err.stack } }, 'request failed');
@@ -139,6 +143,7 @@ async function route(
   options: WebhookServerOptions,
   budget: BodyBudget,
   largeBodies: () => Promise<void>,
+  metricsText: RenderedMetrics,
   finish: (outcome: RequestOutcome) => void,
 ): Promise<void> {
   const path = (req.url ?? '/').split('?')[0];
@@ -151,9 +156,10 @@ async function route(
   const bytes = budget.open(req.socket.remoteAddress ?? 'gone');
   res.once('close', bytes.release);
   if (path === '/metrics') {
-    const body = await options.metrics.registry.metrics();
-    if (!bytes.replace(Buffer.byteLength(body))) return shed(res, options, finish, 'answer');
-    res.writeHead(200, { 'content-type': options.metrics.registry.contentType });
+    const body = await metricsText.text();
+    if (!bytes.replace(body.length)) return shed(res, options, finish, 'answer');
+    // A scrape takes one answer a connection; what is pipelined behind it is not served.
+    res.writeHead(200, { 'content-type': metricsText.contentType, connection: 'close' });
     res.end(body);
     return;
   }

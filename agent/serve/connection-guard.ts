@@ -209,9 +209,10 @@ export class ConnectionGuard {
     const held = this.#held.get(`${socket.remoteAddress ?? 'unknown'} ${socket.remotePort}`);
     if (held === undefined) return true;
     const most = this.#limits.maxRequests ?? Infinity;
-    if (held.requests >= most) {
-      // Pipelined past its last answer: a thousand GET /metrics in one write rendered a thousand
-      // answers at once and ended the agent's heap (issue 37). No prober, scraper nor API server
+    if (held.requests >= most || held.busy > 0) {
+      // Pipelined, before the answer to the one before it or past its last: a thousand GET /metrics
+      // in one write rendered a thousand answers at once and ended the agent's heap, and 64 kept-alive
+      // connections of 400 each ended the webhook's (issue 37). No prober, scraper nor API server
       // sends a request before the answer to the one before it.
       socket.destroy();
       held.socket.destroy();

@@ -151,7 +151,7 @@ describe('ConnectionGuard and requests still arriving', { timeout: 30_000 }, () 
     for (const c of dribbling) assert.equal(c.isClosed(), false);
   });
 
-  it('answers maxRequests on a connection, the last with Connection: close; a request pipelined past them closes it before the server sees it', async () => {
+  it('answers maxRequests on a connection, the last with Connection: close; a request pipelined before the answer to the one before it closes it before the server sees it', async () => {
     for (const [maxRequests, pipelined] of [
       [1, 2],
       [1, 1000],
@@ -173,10 +173,11 @@ describe('ConnectionGuard and requests still arriving', { timeout: 30_000 }, () 
       assert.equal(polite.received().match(/\r\nConnection: close\r\n/gi)?.length, 1);
       const before = g.seen();
 
-      // All at once: the server sees maxRequests of them, no more, and the connection is closed.
+      // All at once: the server sees the first, whose answer is held; the second, pipelined before
+      // it, closes the connection (issue 37: 64 kept-alive connections of 400 ended the webhook's heap).
       const rude = await open(g.port, '127.0.0.3', GET('/hold').repeat(pipelined));
       await closes(rude, 'the pipelining connection');
-      assert.equal(g.seen() - before, maxRequests, `of ${pipelined} pipelined requests`);
+      assert.equal(g.seen() - before, 1, `of ${pipelined} pipelined requests`);
       assert.deepEqual(g.refusals, []);
       await holds(g, 0);
       servers.splice(0).forEach((s) => s.close());
