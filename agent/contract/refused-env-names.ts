@@ -20,9 +20,13 @@
  * ld.so ignores `ld_preload`, but some readers fold case (npm's `npm_config_*`, .NET's configuration),
  * and no app has a reason to name a variable like a loader's in another case.
  */
-import { REFUSED_ENV_FAMILIES, type RefusedEnvFamily, type RefusedEnvRisk } from './refused-env-families.ts';
+import { CONVENTION_FAMILIES } from './refused-env-conventions.ts';
+import { READER_FAMILIES, type RefusedEnvFamily, type RefusedEnvRisk } from './refused-env-families.ts';
 
-export { REFUSED_ENV_FAMILIES, type RefusedEnvFamily, type RefusedEnvRisk };
+export type { RefusedEnvFamily, RefusedEnvRisk };
+
+/** Every rule, the readers' own names first: docs/env.md's table is generated from this list. */
+export const REFUSED_ENV_FAMILIES: readonly RefusedEnvFamily[] = [...READER_FAMILIES, ...CONVENTION_FAMILIES];
 
 /** A rule a name matched: the family, the rule as docs/env.md shows it, and the refusal's words. */
 export interface RefusedEnvMatch {

@@ -371,6 +371,35 @@ describe('the refused env names: the second review’s names (issue 37)', () => 
         assert.ok(refused, `${spelt} is refused`);
         assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
       }
+    // A fourth review's, by class and by name.
+    steering.push(
+      ...['RSYNC_RSH', 'CVS_RSH', 'SVN_SSH', 'RSYNC_CONNECT_PROG', 'KUBECTL_EXTERNAL_DIFF', 'PYSPARK_PYTHON'],
+      ...['IMAGEIO_FFMPEG_EXE', 'GST_PLUGIN_SCANNER', 'CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER'],
+      ...['CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER', 'CARGO_REGISTRY_CREDENTIAL_PROVIDER'],
+      ...[
+        'DBUS_SESSION_BUS_ADDRESS',
+        'MAILCAPS',
+        'GUNICORN_CONF',
+        'SOLR_INCLUDE',
+        'ES_PATH_CONF',
+        'NEO4J_CONF',
+      ],
+      ...['ODBCINI', 'ODBCSYSINI', 'ODBCINSTINI', 'OCL_ICD_VENDORS', 'CASC_JENKINS_CONFIG'],
+      ...['KAFKA_METRIC_REPORTERS', 'KAFKA_INTERCEPTOR_CLASSES', 'CONNECT_REST_EXTENSION_CLASSES'],
+      ...['CONNECT_KEY_CONVERTER', 'SPRING_MAIN_SOURCES', 'DJANGO_CONFIGURATION', 'OTEL_PYTHON_CONFIGURATOR'],
+      ...['Serilog__Using__0', 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', 'HF_DATASETS_TRUST_REMOTE_CODE'],
+      ...['DENO_UNSAFELY_IGNORE_CERTIFICATE_ERRORS', 'LDAPTLS_REQCERT', 'LDAPCONF', 'PGCHANNELBINDING'],
+      ...['KAFKA_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM', 'KAFKA_SSL_TRUSTSTORE_CERTIFICATES'],
+      ...['ELASTIC_APM_SERVER_CERT', 'GRPC_XDS_BOOTSTRAP', 'SPIFFE_ENDPOINT_SOCKET', 'SSL_VERIFY_PEER'],
+      ...['DISABLE_SSL_VERIFICATION', 'TLS_ALLOW_INVALID_CERTIFICATES', 'SSL_CERT_REQS', 'CHECK_HOSTNAME'],
+      ...['TLS_CA', 'SSL_CA', 'ROOT_CA', 'TRUSTSTORE'],
+    );
+    for (const name of steering.slice(-52))
+      for (const spelt of [name, name.toLowerCase()]) {
+        const refused = refusedEnvName(spelt);
+        assert.ok(refused, `${spelt} is refused`);
+        assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
+      }
     // A tool's namespace admits the app's own credentials and addresses under it, read as data.
     for (const name of [
       'AIRFLOW__DATABASE__SQL_ALCHEMY_CONN',
