@@ -74,6 +74,8 @@ interface Held {
   requests: number;
   /** Its latest request: while not `complete`, still arriving. */
   latest?: IncomingMessage;
+  /** The answer to the latest request: a request before it is ended was pipelined. */
+  answering?: ServerResponse;
   /** performance.now() when it last began a request with nothing of its own in progress. */
   since: number;
   timer?: NodeJS.Timeout;
@@ -209,7 +211,9 @@ export class ConnectionGuard {
     const held = this.#held.get(`${socket.remoteAddress ?? 'unknown'} ${socket.remotePort}`);
     if (held === undefined) return true;
     const most = this.#limits.maxRequests ?? Infinity;
-    if (held.requests >= most || held.busy > 0) {
+    // Before the previous answer was ended: pipelined. Not 'close' of the previous response, which a
+    // large answer's last write completion can follow after the client read it and sent its next.
+    if (held.requests >= most || (held.answering !== undefined && !held.answering.writableEnded)) {
       // Pipelined, before the answer to the one before it or past its last: a thousand GET /metrics
       // in one write rendered a thousand answers at once and ended the agent's heap, and 64 kept-alive
       // connections of 400 each ended the webhook's (issue 37). No prober, scraper nor API server
@@ -222,6 +226,7 @@ export class ConnectionGuard {
     if (++held.requests >= most) res.shouldKeepAlive = false;
     if (held.busy === 0 && held.latest?.complete !== false) held.since = performance.now();
     held.latest = req;
+    held.answering = res;
     held.busy++;
     // 'close' comes once per response, whether it was sent in full or cut off.
     res.once('close', () => held.busy--);
