@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { createServer, type ServerResponse, type Server } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConnectionGuard, type ConnectionRefusal } from '../../agent/serve/connection-guard.ts';
+import { closedAfterEach } from '../support/closed-after-each.ts';
 import { eventually } from '../support/run-agent.ts';
 
 /**
@@ -12,16 +13,7 @@ import { eventually } from '../support/run-agent.ts';
  * per-source cap), and a connection busy with a request is never the one closed.
  */
 
-const servers: Server[] = [];
-const clients: Socket[] = [];
-
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const { servers, clients } = closedAfterEach();
 
 interface Guarded {
   readonly guard: ConnectionGuard;

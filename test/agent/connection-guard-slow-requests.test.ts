@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ConnectionGuard,
   type ConnectionLimits,
   type ConnectionRefusal,
 } from '../../agent/serve/connection-guard.ts';
+import { closedAfterEach } from '../support/closed-after-each.ts';
 import { eventually } from '../support/run-agent.ts';
 
 /**
@@ -19,16 +20,7 @@ import { eventually } from '../support/run-agent.ts';
  */
 
 const SLOW_MS = 100;
-const servers: Server[] = [];
-const clients: Socket[] = [];
-
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const { servers, clients } = closedAfterEach();
 
 interface Guarded {
   readonly guard: ConnectionGuard;

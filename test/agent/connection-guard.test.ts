@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   ConnectionGuard,
   type ConnectionLimits,
   type ConnectionRefusal,
 } from '../../agent/serve/connection-guard.ts';
+import { closedAfterEach } from '../support/closed-after-each.ts';
 import { eventually } from '../support/run-agent.ts';
 
 /** A real HTTP server on loopback with a guard attached, and every refusal the guard reported. */
@@ -20,16 +21,7 @@ interface Guarded {
   readonly sources: string[];
 }
 
-const servers: Server[] = [];
-const clients: Socket[] = [];
-
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    await new Promise((r) => s.close(r));
-  }
-});
+const { servers, clients } = closedAfterEach();
 
 /**
  * `limits` without a grace unless given: a connection may go once it has been read; no request is
