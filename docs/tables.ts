@@ -340,8 +340,8 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
     ),
   'agent-metrics': () =>
     table(
-      ['Metric', 'Type', 'Labels', 'Meaning'],
-      METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help]),
+      ['Metric', 'Type', 'Labels', 'Meaning (the Node sidecar)', 'In the small sidecar'],
+      METRIC_DOCS.map((m) => [code(m.name), m.type, m.labels, m.help, m.small]),
     ) +
     `\n\nPlus the process metrics of prom-client (RSS, heap, open fds, event-loop lag sampled every ${EVENT_LOOP_SAMPLE_MS} ms) prefixed \`secret_agent_process_\`. The small sidecar (\`/app/resident\`) serves the last run's metrics, counted over every run, and its own: ${RESIDENT_METRICS.map(code).join(', ')}, \`secret_agent_http_connections_refused_total\` for its port and \`secret_agent_process_resident_memory_bytes\`; a run, a process of a few hundred milliseconds, reports no process metrics.`,
   references: () =>

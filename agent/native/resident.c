@@ -12,9 +12,12 @@
  *   fd 3: the state the last good run handed back (empty at first), then EOF.
  *   fd 4: the run writes its outcome, ASCII lines and sized payloads, each field at most once:
  *     secret-agent-outcome 1\n   ready 0|1\n   next-ms N\n (1000..86400000; may be left out with exit)
+ *     refreshed 0|1\n (0: the run could not refresh every secret; left out: it had nothing to refresh)
  *     exit N\n (0..255: the resident exits N after this run; for Jobs whose app exited)
  *     metrics LEN\n<LEN bytes of Prometheus text>\n   state LEN\n<LEN opaque bytes>\n   end\n   then EOF.
- * The run is good when it exits 0 and the outcome is complete; anything else (bad line, length out of
+ * The run is good when it exits 0 and the outcome is complete. A good run that says `refreshed 0` is
+ * still handed on (its state and metrics: a renewed token, the failures it counted) but counted as a
+ * failed run, so the runs and consecutive-failure series tell an outage as it is. Anything else (bad line, length out of
  * bounds or not matching, bytes after end, no end, exit != 0, signal, deadline) keeps the previous
  * outcome and state and retries with capped exponential backoff. A run exiting 2 before any run was
  * good is a configuration error: the resident exits 2. Later, exit 2 is a failed run like any other
@@ -66,6 +69,12 @@
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 300000L
 #define MAGIC "secret-agent-outcome 1"
+/* The agent's help texts (agent/serve/metrics.ts, METRIC_DOCS), word for word: a test compares them. */
+#define RUNS_HELP \
+  "Agent runs by outcome: ok (refreshed every secret), failed (could not refresh every secret, exited " \
+  "non-zero, was killed or wrote a bad outcome; the files stay the last good ones), timeout (passed " \
+  "AGENT_RUN_DEADLINE)."
+#define FAILURES_HELP "Runs failed or timed out since the last ok one: 0 again once every secret is refreshed."
 #define HTTP_REFUSED_HELP \
   "Connections to the agent's port it closed unserved, by reason: per-source (to make room, while its " \
   "address held more than its share), full (to make room when the port was full: one that had sent " \
@@ -85,16 +94,16 @@ static int sig_w, listener = -1;
 static char sink[4096]; /* input read to be dropped */
 
 enum { P_MAGIC, P_FIELD, P_PAYLOAD, P_PAYLOAD_NL, P_END, P_FAIL };
-enum { F_READY, F_NEXT, F_EXIT, F_METRICS, F_STATE, F_END, F_COUNT };
-static const char *const field_names[F_COUNT] = {"ready", "next-ms", "exit", "metrics", "state", "end"};
-static const long field_max[F_COUNT] = {1, NEXT_MS_MAX, 255, METRICS_MAX, STATE_MAX, 0};
+enum { F_READY, F_NEXT, F_EXIT, F_REFRESHED, F_METRICS, F_STATE, F_END, F_COUNT };
+static const char *const field_names[F_COUNT] = {"ready", "next-ms", "exit", "refreshed", "metrics", "state", "end"};
+static const long field_max[F_COUNT] = {1, NEXT_MS_MAX, 255, 1, METRICS_MAX, STATE_MAX, 0};
 
 static struct {
   pid_t pid; /* 0: no run */
   int in_fd, out_fd, exited, status, timed_out, killed;
   size_t in_sent;
   int64_t started, term_at, kill_at;
-  int phase, seen, got_ready;
+  int phase, seen, got_ready, not_refreshed;
   long next_ms, exit_req;
   char line[OUTCOME_LINE_MAX];
   size_t line_len, got;
@@ -264,6 +273,7 @@ static void outcome_line(char *line) {
   }
   if (!arg || parse_uint(arg, strlen(arg), field_max[f], &v)) return outcome_fail("a value out of bounds");
   if (f == F_READY) run.got_ready = (int)v;
+  if (f == F_REFRESHED) run.not_refreshed = !v;
   if (f == F_NEXT && v < NEXT_MS_MIN) return outcome_fail("next-ms under 1000");
   if (f == F_NEXT) run.next_ms = v;
   if (f == F_EXIT) run.exit_req = v;
@@ -375,9 +385,18 @@ static void finish_run(void) {
     metrics = run.new_metrics, state = run.new_state; /* a run that hands back nothing keeps nothing */
     run.new_metrics = run.new_state = NULL;
     ready |= run.got_ready;
-    ever_ok = 1, runs_ok++, failures_in_row = 0;
-    if (run.seen & (1 << F_NEXT)) last_next_ms = run.next_ms;
-    next_at = now_ms() + last_next_ms;
+    ever_ok = 1;
+    if (run.not_refreshed) {
+      /* Handed on, but a failure wherever it is counted; it chose its own backoff (next-ms). */
+      runs_failed++, failures_in_row++;
+      next_at = now_ms() + (run.seen & (1 << F_NEXT) ? run.next_ms : last_next_ms);
+      say("run %lu could not refresh every secret (its log says why); the files are the last good ones; "
+          "next run in %ld ms", run_no, (long)(next_at - now_ms()));
+    } else {
+      runs_ok++, failures_in_row = 0;
+      if (run.seen & (1 << F_NEXT)) last_next_ms = run.next_ms;
+      next_at = now_ms() + last_next_ms;
+    }
     if (run.seen & (1 << F_EXIT)) exit_code = (int)run.exit_req;
   } else {
     long delay = BACKOFF_BASE_MS;
@@ -440,12 +459,12 @@ static unsigned long resident_bytes(void) {
 
 static size_t counters(char *o, size_t cap) {
   return (size_t)snprintf(o, cap,
-    "# HELP secret_agent_resident_runs_total Agent runs by outcome (ok, failed, timeout).\n"
+    "# HELP secret_agent_resident_runs_total " RUNS_HELP "\n"
     "# TYPE secret_agent_resident_runs_total counter\n"
     "secret_agent_resident_runs_total{outcome=\"ok\"} %lu\n"
     "secret_agent_resident_runs_total{outcome=\"failed\"} %lu\n"
     "secret_agent_resident_runs_total{outcome=\"timeout\"} %lu\n"
-    "# HELP secret_agent_resident_consecutive_failures Runs failed since the last good one.\n"
+    "# HELP secret_agent_resident_consecutive_failures " FAILURES_HELP "\n"
     "# TYPE secret_agent_resident_consecutive_failures gauge\n"
     "secret_agent_resident_consecutive_failures %lu\n"
     /* The agent's own name and help (agent/serve/metrics.ts): the port is the resident's now. */

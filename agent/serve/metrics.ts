@@ -9,7 +9,9 @@ const REFUSALS = { 'per-source': true, full: true, 'no-request': true } as const
 
 /**
  * The sidecar's metrics, declared once: the reference table is generated from METRIC_DOCS. Labels are
- * provider names, reasons, file names and notifier kinds: configuration, never a value.
+ * provider names, reasons, file names and notifier kinds: configuration, never a value. `help` is what
+ * the series means in the Node sidecar (and its HELP text in both); `small`, what it means where
+ * /app/resident serves it, for the small sidecar.
  */
 export const METRIC_DOCS = [
   {
@@ -17,84 +19,100 @@ export const METRIC_DOCS = [
     type: 'counter',
     labels: 'provider, outcome',
     help: 'Secret fetches by provider and outcome (success, failure).',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_fetch_failures_total',
     type: 'counter',
     labels: 'provider, reason',
     help: 'Failed fetches by provider and reason (not-found, throttled, unavailable, …).',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_backend_request_duration_seconds',
     type: 'histogram',
     labels: 'provider',
     help: 'Duration of one provider call (a batch counts once).',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_last_success_timestamp_seconds',
     type: 'gauge',
     labels: 'file',
     help: 'When each secret (by file name) was last fetched successfully.',
+    small: "The same, the latest over every run, for the files the last run's configuration has.",
   },
   {
     name: 'secret_agent_refresh_interval_seconds',
     type: 'gauge',
     labels: 'file',
     help: 'Each secret’s refresh interval (by file name): alerts compare the time since the last success with it.',
+    small: 'The same, as the last run read its configuration.',
   },
   {
     name: 'secret_agent_rotations_total',
     type: 'counter',
     labels: '',
     help: 'Swaps that changed the set of files.',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_notifications_total',
     type: 'counter',
     labels: 'kind, outcome',
     help: 'Rotation notifications by kind (sentinel, signal, http, command, restart) and outcome (ok or a reason).',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_kubernetes_events_total',
     type: 'counter',
     labels: 'reason, outcome',
     help: 'Kubernetes Events sent about the pod (KUBERNETES_EVENTS) by reason (SecretsDelivered, SecretsRotated, SecretRefreshFailing) and outcome (ok or a reason).',
+    small: 'The same, summed over every run (each run adds its own to what the earlier runs handed on).',
   },
   {
     name: 'secret_agent_ready',
     type: 'gauge',
     labels: '',
-    help: '1 once the first complete set is written.',
+    help: '1 while the app has a whole set to read: written by this sidecar, or found in the volume when it started (from the init container, or before a restart). /readyz answers 200 exactly then; a failing refresh changes neither.',
+    small:
+      'The same, as the last run that wrote a whole outcome found it; /readyz answers from the same run.',
   },
   {
     name: 'secret_agent_config_reloads_total',
     type: 'counter',
     labels: 'outcome',
     help: 'AGENT_CONFIG_FILE reloads by outcome (applied, rejected).',
+    small:
+      'Not served: every run reads AGENT_CONFIG_FILE afresh; a run that rejects it exits 2 and counts as failed in secret_agent_resident_runs_total.',
   },
   {
     name: 'secret_agent_http_connections_refused_total',
     type: 'counter',
     labels: 'reason',
     help: "Connections to the agent's port it closed unserved, by reason: per-source (to make room, while its address held more than its share), full (to make room when the port was full: one that had sent nothing, those past their grace first, from the address holding the most such), no-request (no complete request within the deadline).",
+    small: "The same, for the resident's port (the resident counts it).",
   },
   {
     name: 'secret_agent_resident_runs_total',
     type: 'counter',
     labels: 'outcome',
-    help: 'Agent runs by outcome (ok, failed, timeout).',
+    help: 'Agent runs by outcome: ok (refreshed every secret), failed (could not refresh every secret, exited non-zero, was killed or wrote a bad outcome; the files stay the last good ones), timeout (passed AGENT_RUN_DEADLINE).',
+    small: 'Served by the resident alone: the Node sidecar has no runs.',
   },
   {
     name: 'secret_agent_resident_consecutive_failures',
     type: 'gauge',
     labels: '',
-    help: 'Runs failed since the last good one.',
+    help: 'Runs failed or timed out since the last ok one: 0 again once every secret is refreshed.',
+    small: 'Served by the resident alone: the Node sidecar has no runs.',
   },
   {
     name: 'secret_agent_resident_last_run_seconds',
     type: 'gauge',
     labels: '',
     help: 'How long the last run took, from its start to its end.',
+    small: 'Served by the resident alone: the Node sidecar has no runs.',
   },
 ] as const;
 

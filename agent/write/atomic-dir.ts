@@ -170,6 +170,11 @@ export class AtomicDir {
     return files;
   }
 
+  /** When the set this directory holds was swapped in (ms since the epoch), or undefined without one. */
+  async writtenAt(): Promise<number | undefined> {
+    return (await lstat(this.dataLink).catch(() => undefined))?.mtimeMs;
+  }
+
   /** Replaces this set's files with `files`, atomically. Calls are serialised. */
   write(files: readonly FileEntry[]): Promise<void> {
     const run = this.#queue.then(() => this.#write(files));

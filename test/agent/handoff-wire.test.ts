@@ -67,17 +67,24 @@ describe('the handoff state a run reads', () => {
 });
 
 describe('the outcome a run writes', () => {
-  const outcome = { ready: true, nextMs: 300_000, metrics: '# TYPE a counter\na 1\n', state: STATE };
+  const outcome = {
+    ready: true,
+    refreshed: true,
+    nextMs: 300_000,
+    metrics: '# TYPE a counter\na 1\n',
+    state: STATE,
+  };
 
   it('is the resident’s line protocol, next-ms within its bounds', () => {
     const text = (o: typeof outcome) => encodeOutcome(o).bytes.toString();
     assert.match(
       text(outcome),
-      /^secret-agent-outcome 1\nready 1\nnext-ms 300000\nmetrics 21\n# TYPE a counter\na 1\n\nstate \d+\n\{.*\}\nend\n$/s,
+      /^secret-agent-outcome 1\nready 1\nrefreshed 1\nnext-ms 300000\nmetrics 21\n# TYPE a counter\na 1\n\nstate \d+\n\{.*\}\nend\n$/s,
     );
     assert.match(text({ ...outcome, nextMs: -5 }), /\nnext-ms 1000\n/);
     assert.match(text({ ...outcome, nextMs: 1e12 }), /\nnext-ms 86400000\n/);
     assert.match(text({ ...outcome, ready: false }), /\nready 0\n/);
+    assert.match(text({ ...outcome, refreshed: false }), /\nready 1\nrefreshed 0\n/);
   });
 
   it('leaves out what the resident would refuse, rather than have the run counted as failed', () => {

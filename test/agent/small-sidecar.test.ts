@@ -5,7 +5,6 @@
  * the token and leases, the metrics, readiness, the notifiers. Build first: `node images/build.ts`.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -13,72 +12,15 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { METRIC_DOCS, RESIDENT_METRICS } from '../../agent/serve/metrics.ts';
 import { FakeVault } from '../fakes/vault.ts';
-import { assertNoCanary, canary } from '../support/canary.ts';
+import { canary } from '../support/canary.ts';
 import { FaultInjectingProxy } from '../support/fault-injecting-proxy.ts';
-import { freePort, MOTO_ENV, motoSecrets, startMoto } from '../support/moto.ts';
-import { AGENT_JS, eventually, memoryDir, runAgent } from '../support/run-agent.ts';
-import { residentBinary } from '../resident/resident-process.ts';
+import { MOTO_ENV, motoSecrets, startMoto } from '../support/moto.ts';
+import { eventually, memoryDir, runAgent } from '../support/run-agent.ts';
+import { startServingSidecar, type ServingSidecar } from '../support/serving-sidecar.ts';
 
-interface SmallSidecar {
-  readonly port: number;
-  get(path: string): Promise<{ status: number; body: string }>;
-  /** A series' value in /metrics, or undefined when it is not there. */
-  metric(series: string): Promise<number | undefined>;
-  output(): { stdout: string; stderr: string };
-  /** Resolves with the exit code once the resident has ended on its own. */
-  readonly exited: Promise<number | null>;
-  stop(): Promise<number | null>;
-}
-
-/** Starts the resident with the built agent as its run, with nothing of this machine's env but PATH. */
-async function startSmallSidecar(env: Record<string, string>): Promise<SmallSidecar> {
-  const port = await freePort();
-  const child = spawn(residentBinary(), ['--', process.execPath, AGENT_JS], {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      AGENT_MODE: 'sidecar',
-      AGENT_HTTP_ADDR: `127.0.0.1:${port}`,
-      AGENT_RUN_DEADLINE: '30s',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  const get = async (path: string) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`);
-    return { status: res.status, body: await res.text() };
-  };
-  await eventually(
-    () =>
-      get('/healthz').then(
-        (r) => (r.status === 200 ? true : undefined),
-        () => undefined,
-      ),
-    'the resident to listen',
-  );
-  return {
-    port,
-    get,
-    async metric(series) {
-      const { body } = await get('/metrics');
-      const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-      return line === undefined ? undefined : Number(line.slice(series.length + 1));
-    },
-    output: () => ({ stdout, stderr }),
-    exited,
-    async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM');
-      const code = await exited;
-      assertNoCanary(stdout, 'small sidecar stdout');
-      assertNoCanary(stderr, 'small sidecar stderr');
-      return code;
-    },
-  };
-}
+/** The resident running the built agent once per refresh. */
+const startSmallSidecar = (env: Record<string, string>): Promise<ServingSidecar> =>
+  startServingSidecar('small', env);
 
 const OK_RUNS = 'secret_agent_resident_runs_total{outcome="ok"}';
 const FAILED_RUNS = 'secret_agent_resident_runs_total{outcome="failed"}';

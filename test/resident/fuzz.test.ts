@@ -54,12 +54,14 @@ const metricsText = fc.oneof(
 const goodOutcome = fc
   .record({
     ready: fc.boolean(),
+    refreshed: fc.option(fc.boolean()),
     metrics: fc.option(metricsText),
     state: fc.option(fc.uint8Array({ maxLength: 3000 })),
   })
   .map((o) =>
     encodeOutcome({
       ready: o.ready,
+      ...(o.refreshed !== null ? { refreshed: o.refreshed } : {}),
       nextMs: 1000,
       ...(o.metrics !== null ? { metrics: o.metrics } : {}),
       ...(o.state !== null ? { state: o.state } : {}),
@@ -90,21 +92,30 @@ describe('resident: fuzz', () => {
     await using r = await startResident(plan);
     const verdicts = cases.map(outcomeVerdict);
     const good = verdicts.filter((v) => v.ok).length;
-    t.diagnostic(`${good} good outcomes, ${RUNS - good} bad`);
+    // A good outcome that says `refreshed 0` is handed on but counted as a failed run.
+    const unrefreshed = (v: (typeof verdicts)[number]) => v.ok && v.fields.get('refreshed') === 0;
+    const refreshed = good - verdicts.filter(unrefreshed).length;
+    t.diagnostic(`${good} good outcomes (${good - refreshed} not refreshed), ${RUNS - good} bad`);
     await r.until(
       'every case run',
-      async () => (await r.sample('secret_agent_resident_runs_total{outcome="ok"}')) === good + 2,
+      async () => (await r.sample('secret_agent_resident_runs_total{outcome="ok"}')) === refreshed + 2,
       RUNS * 3000 + 10_000,
     );
-    assert.equal(await r.sample('secret_agent_resident_runs_total{outcome="failed"}'), RUNS - good);
+    assert.equal(await r.sample('secret_agent_resident_runs_total{outcome="failed"}'), RUNS - refreshed);
     const runs = r.runs();
     let expected: Buffer = first;
     for (const [i, bytes] of cases.entries()) {
       const why = `case ${i} (run ${i + 2}), base64 ${Buffer.from(bytes).toString('base64')}`;
       assert.ok(runs[i + 1]!.state.equals(expected), `${why}: handed the wrong state`);
-      const failed = r.stderr().includes(` run ${i + 2} `);
+      const said = new RegExp(` run ${i + 2} (.*)`).exec(r.stderr())?.[1] ?? '';
+      const failed = said.includes('keeping the last good outcome');
       assert.equal(failed, !verdicts[i]!.ok, `${why}: the resident ${failed ? 'refused' : 'took'} it`);
       const verdict = verdicts[i]!;
+      assert.equal(
+        said.startsWith('could not refresh'),
+        unrefreshed(verdict),
+        `${why}: counted as refreshed?`,
+      );
       if (verdict.ok) expected = verdict.state;
     }
     assert.ok(runs[cases.length + 1]!.state.equals(expected));

@@ -17,6 +17,8 @@ export interface RunStep {
 
 export interface Outcome {
   readonly ready: boolean;
+  /** Left out: the run had nothing to refresh (counted ok). */
+  readonly refreshed?: boolean;
   readonly nextMs?: number;
   readonly exit?: number;
   readonly metrics?: string;
@@ -30,6 +32,7 @@ export const STATE_MAX = 1024 * 1024;
 /** A good outcome's bytes. */
 export function encodeOutcome(o: Outcome): Buffer {
   const parts: Buffer[] = [Buffer.from(`${MAGIC}\nready ${o.ready ? 1 : 0}\n`)];
+  if (o.refreshed !== undefined) parts.push(Buffer.from(`refreshed ${o.refreshed ? 1 : 0}\n`));
   if (o.nextMs !== undefined) parts.push(Buffer.from(`next-ms ${o.nextMs}\n`));
   if (o.exit !== undefined) parts.push(Buffer.from(`exit ${o.exit}\n`));
   const sized = (name: string, bytes: Uint8Array) =>
@@ -50,6 +53,7 @@ export function step(
 
 const LIMITS: Record<string, [number, number]> = {
   ready: [0, 1],
+  refreshed: [0, 1],
   'next-ms': [1000, 86_400_000],
   exit: [0, 255],
   metrics: [0, METRICS_MAX],
@@ -87,7 +91,7 @@ export function outcomeVerdict(
     const text = line();
     if (text === undefined) return { ok: false };
     if (text === 'end') break;
-    const m = /^(ready|next-ms|exit|metrics|state) (0|[1-9][0-9]{0,9})$/.exec(text);
+    const m = /^(ready|refreshed|next-ms|exit|metrics|state) (0|[1-9][0-9]{0,9})$/.exec(text);
     if (!m || fields.has(m[1]!)) return { ok: false };
     const [min, max] = LIMITS[m[1]!]!;
     const value = Number(m[2]);

@@ -32,7 +32,8 @@ export interface HandoffRunOptions {
  *
  * Each run refreshes every secret: secrets with different REFRESH_INTERVALs are refreshed at the
  * shortest. A run also comes sooner when a provider or notifier needs it (a Vault renewal, the end of
- * a sentinel hold). Returns the exit code: 0 once the outcome is written, whatever the refresh came to.
+ * a sentinel hold). Returns the exit code: 0 once the outcome is written, whatever the refresh came to:
+ * the outcome says whether every secret was refreshed, and the resident counts a run that was not as failed.
  */
 export async function runHandoff(config: AgentConfig, options: HandoffRunOptions): Promise<number> {
   const { log, env } = options;
@@ -93,7 +94,7 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
           .join('; ')}`,
       );
     await announcer.flush();
-    const ready = set.ready || set.inherited;
+    const ready = set.readable;
 
     const interval = Math.min(...config.secrets.map((s) => s.refreshIntervalMs));
     let nextMs = result.ok
@@ -124,7 +125,7 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
       metrics: carried.carried,
     };
     await events?.close();
-    const outcome = encodeOutcome({ ready, nextMs, metrics: carried.text, state });
+    const outcome = encodeOutcome({ ready, refreshed: result.ok, nextMs, metrics: carried.text, state });
     if (outcome.dropped.length > 0)
       log.warn({ dropped: outcome.dropped }, 'left out of the handoff: over what the resident takes');
     writeOutcome(fds.outcomeFd, outcome.bytes);

@@ -26,6 +26,8 @@ export interface HandoffState {
 export interface RunOutcome {
   /** Whether the app has a whole set to read: /readyz until the next good run. */
   readonly ready: boolean;
+  /** Whether every secret was fetched and written: the resident counts a run that was not as failed. */
+  readonly refreshed: boolean;
   /** When the next run starts, counted from this run's end. */
   readonly nextMs: number;
   readonly metrics: string;
@@ -96,7 +98,9 @@ export function encodeOutcome(outcome: RunOutcome): { bytes: Buffer; dropped: st
   }
   const nextMs = Math.min(86_400_000, Math.max(1000, Math.round(outcome.nextMs)));
   const bytes = Buffer.concat([
-    Buffer.from(`secret-agent-outcome 1\nready ${outcome.ready ? 1 : 0}\nnext-ms ${nextMs}\n`),
+    Buffer.from(
+      `secret-agent-outcome 1\nready ${outcome.ready ? 1 : 0}\nrefreshed ${outcome.refreshed ? 1 : 0}\nnext-ms ${nextMs}\n`,
+    ),
     ...(metrics.length > 0 && metrics.length <= MAX_METRICS_BYTES
       ? [Buffer.from(`metrics ${metrics.length}\n`), metrics, Buffer.from('\n')]
       : []),

@@ -67,7 +67,7 @@ export async function refreshSecrets(
           detail: failed.detail,
           fix: outcome.error.fix,
         },
-        set.ready || set.inherited ? 'refresh failed; keeping the last good files' : 'secret not delivered',
+        set.readable ? 'refresh failed; keeping the last good files' : 'secret not delivered',
       );
     }
   }

@@ -93,6 +93,12 @@ export class SecretSet {
     if (current) {
       set.#files = new Map(current.map((f) => [f.path, f]));
       set.#inherited = true;
+      deps.metrics.ready.set(1);
+      // Its values were fetched when it was swapped in: a backend down since the start is then still
+      // seen by the time since the last success, as if this process had fetched them itself.
+      const writtenAt = await dir.writtenAt();
+      if (writtenAt !== undefined)
+        for (const spec of secrets) deps.metrics.lastSuccess.set({ file: fileLabel(spec) }, writtenAt / 1000);
     }
     return set;
   }
@@ -105,6 +111,14 @@ export class SecretSet {
   /** The volume held a set when the sidecar started: the app has files to read. */
   get inherited(): boolean {
     return this.#inherited;
+  }
+
+  /**
+   * The app has a whole set to read, written by this process or found in the volume: what /readyz
+   * answers and secret_agent_ready says, so that the two never disagree during an outage.
+   */
+  get readable(): boolean {
+    return this.#ready || this.#inherited;
   }
 
   /** The last good value of each source: a provider that can peek at versions skips unchanged ones. */

@@ -102,7 +102,7 @@ export class Sidecar {
     // on /readyz) holds nothing up and a backend outage takes nothing out of service.
     sidecar.#server = await startHealthServer(
       config.sidecar.httpAddr,
-      { ready: () => set.ready || set.inherited, live: () => sidecar.#live() },
+      { ready: () => set.readable, live: () => sidecar.#live() },
       metrics,
     );
     return sidecar;
