@@ -263,11 +263,11 @@ describe('the postStart hook beside the built agent (sidecar mode, moto behind a
         await again.waitForLog((l) => l.msg === 'transient backend errors; retrying');
         assert.ok(proxy.requests.length > asked, 'the restarted agent asked the backend, which was down');
         assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200);
-        // The gauge stays this agent's own: it has delivered nothing yet (the SecretAgentNotReady alert).
-        assert.match(
-          await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(),
-          /^secret_agent_ready 0$/m,
-        );
+        // The gauge says what /readyz says (issue 38); the outage shows in the age of the last success,
+        // which starts at the time the set in place was written (the SecretAgentRefreshFailing alert).
+        const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        assert.match(metrics, /^secret_agent_ready 1$/m);
+        assert.match(metrics, /^secret_agent_last_success_timestamp_seconds\{file="db"\} \d+/m);
       } finally {
         assert.equal((await again.stop()).code, 0);
       }
