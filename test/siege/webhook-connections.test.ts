@@ -1,14 +1,11 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, describe, it, type TestContext } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import {
   CONNECTION_BYTES,
   MAX_CONNECTIONS,
   MAX_CONNECTIONS_PER_SOURCE,
 } from '../../webhook/connection-limits.ts';
 import { WORST_CASE_MEMORY } from '../../webhook/limits.ts';
-import { ROOT } from '../support/run-agent.ts';
 import {
   describeAttack,
   measureIdleConnections,
@@ -17,8 +14,9 @@ import {
   type ConnectionAttackFigures,
   type ConnectionAttackOptions,
 } from '../webhook/connection-attacks.ts';
+import { deployedBundles } from './deployed-bundle.ts';
 import { deployedWebhook } from '../webhook/deployed-webhook.ts';
-import { processMemory, startBundle, type RunningBundle } from '../webhook/hostile-load.ts';
+import { processMemory } from '../webhook/hostile-load.ts';
 
 /**
  * Issue 30 ("Siege"): a tenant's pod opens connections to the webhook's port. The built bundle runs
@@ -29,23 +27,11 @@ import { processMemory, startBundle, type RunningBundle } from '../webhook/hosti
  * injected in time. A fresh webhook per attack, so each peak is that attack's.
  */
 
-const WEBHOOK_JS = join(ROOT, 'dist/webhook.js');
 const deployed = deployedWebhook();
 const CEILING_MIB = deployed.memoryLimitMiB * 0.75;
 const SERVED_SHARE = 0.95;
 
-const running: RunningBundle[] = [];
-after(async () => {
-  for (const w of running.splice(0)) await w.stop();
-});
-
-async function webhook(): Promise<RunningBundle> {
-  assert.ok(existsSync(WEBHOOK_JS), `${WEBHOOK_JS} is missing: build it first with \`node images/build.ts\``);
-  assert.match(deployed.nodeOptions, /--max-old-space-size=\d+/, 'the Deployment caps the heap');
-  const w = await startBundle(WEBHOOK_JS, deployed.nodeOptions);
-  running.push(w);
-  return w;
-}
+const webhook = deployedBundles();
 
 /** Runs one attack against a fresh webhook and asserts the issue's bounds on it. */
 async function siege(

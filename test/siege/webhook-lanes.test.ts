@@ -1,20 +1,11 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { Agent } from 'node:https';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT } from '../support/run-agent.ts';
 import { served } from '../webhook/connection-attacks.ts';
+import { deployedBundles } from './deployed-bundle.ts';
 import { deployedWebhook } from '../webhook/deployed-webhook.ts';
-import {
-  admissionCall,
-  ordinaryBody,
-  processMemory,
-  startBundle,
-  type Answer,
-  type RunningBundle,
-} from '../webhook/hostile-load.ts';
+import { admissionCall, ordinaryBody, processMemory, type Answer } from '../webhook/hostile-load.ts';
 import { SERVER_NAME } from '../webhook/tls-certs.ts';
 import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-probes.ts';
 
@@ -28,7 +19,6 @@ import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-
  * Deployment's memory limit. The built bundle, with the Deployment's NODE_OPTIONS; a fresh webhook per shape.
  */
 
-const WEBHOOK_JS = join(ROOT, 'dist/webhook.js');
 const deployed = deployedWebhook();
 const CEILING_MIB = deployed.memoryLimitMiB * 0.75;
 const ANSWERED = 0.99;
@@ -64,20 +54,12 @@ const SHAPES: LaneShape[] = [
   busy(tenants([1, 128, 'tls-busy'], [8, 16, 'tls-idle'], [8, 8, 'churn']), 100, 40),
 ];
 
-const running: RunningBundle[] = [];
-after(async () => {
-  for (const w of running.splice(0)) await w.stop();
-});
+const webhook = deployedBundles();
 
 describe('the webhook’s port under tenants’ connections from many addresses', { timeout: 300_000 }, () => {
   for (const shape of SHAPES)
     it(`${shape.name} connections, each reopened as soon as closed: the API server's calls answered ≥ 99 % and the kubelet's probes ≥ 99 %, memory bounded`, async (t) => {
-      assert.ok(
-        existsSync(WEBHOOK_JS),
-        `${WEBHOOK_JS} is missing: build it first with \`node images/build.ts\``,
-      );
-      const w = await startBundle(WEBHOOK_JS, deployed.nodeOptions);
-      running.push(w);
+      const w = await webhook();
       let gone = false;
       void w.gone.then(() => (gone = true));
       const calls: Answer[] = [];

@@ -14,7 +14,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,21 +24,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { MAX_BODY_PIECES } from '../../webhook/body-budget.ts';
 import { ANSWER_DEADLINE_MS } from '../../webhook/connection-limits.ts';
 import { WORST_CASE_MIB } from '../../webhook/limits.ts';
-import { ROOT } from '../support/run-agent.ts';
 import { bigAnswerBody, served } from '../webhook/connection-attacks.ts';
 import { deployedWebhook } from '../webhook/deployed-webhook.ts';
 import {
   admissionCall,
   ordinaryBody,
   processMemory,
-  startBundle,
   type Answer,
   type RunningBundle,
 } from '../webhook/hostile-load.ts';
 import { SERVER_NAME } from '../webhook/tls-certs.ts';
+import { deployedBundles } from './deployed-bundle.ts';
 import { callerAddress } from './tenant-crowd.ts';
 
-const WEBHOOK_JS = join(ROOT, 'dist/webhook.js');
 const CALLERS_PY = join(import.meta.dirname, 'raw-tls-callers.py');
 const deployed = deployedWebhook();
 const DEADLINE_MS = deployed.timeoutSeconds * 1000;
@@ -47,18 +45,8 @@ const SERVED_SHARE = 0.95;
 const PIECES_REFUSED = new RegExp(`more than ${MAX_BODY_PIECES} pieces`);
 
 const scratch = mkdtempSync(join(tmpdir(), 'webhook-pieces-'));
-const running: RunningBundle[] = [];
-after(async () => {
-  for (const w of running.splice(0)) await w.stop();
-  rmSync(scratch, { recursive: true, force: true });
-});
-
-async function webhook(): Promise<RunningBundle> {
-  assert.ok(existsSync(WEBHOOK_JS), `${WEBHOOK_JS} is missing: build it first with \`node images/build.ts\``);
-  const w = await startBundle(WEBHOOK_JS, deployed.nodeOptions);
-  running.push(w);
-  return w;
-}
+after(() => rmSync(scratch, { recursive: true, force: true }));
+const webhook = deployedBundles();
 
 function python(): string {
   try {

@@ -16,25 +16,16 @@
  * nothing is logged as an error. A fresh webhook per run, so each peak is that run's.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { Agent } from 'node:https';
-import { join } from 'node:path';
-import { after, describe, it, type TestContext } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { MAX_JSON_VALUES } from '../../webhook/admission/json-limits.ts';
 import { MAX_CONTAINERS } from '../../webhook/admission/answer-limits.ts';
 import { WORST_CASE_MIB } from '../../webhook/limits.ts';
-import { ROOT } from '../support/run-agent.ts';
 import { served } from '../webhook/connection-attacks.ts';
+import { deployedBundles } from './deployed-bundle.ts';
 import { deployedWebhook } from '../webhook/deployed-webhook.ts';
 import { basicPod, review } from '../webhook/fixtures.ts';
-import {
-  admissionCall,
-  ordinaryBody,
-  processMemory,
-  startBundle,
-  type Answer,
-  type RunningBundle,
-} from '../webhook/hostile-load.ts';
+import { admissionCall, ordinaryBody, processMemory, type Answer } from '../webhook/hostile-load.ts';
 import {
   runCrowd,
   worstBody,
@@ -44,25 +35,13 @@ import {
   type TenantCall,
 } from './tenant-crowd.ts';
 
-const WEBHOOK_JS = join(ROOT, 'dist/webhook.js');
 const deployed = deployedWebhook();
 const DEADLINE_MS = deployed.timeoutSeconds * 1000;
 /** The peak every run must stay under: the stated worst case, which is at most 3/4 of the limit. */
 const CEILING_MIB = Math.min(WORST_CASE_MIB, deployed.memoryLimitMiB * 0.75);
 const SERVED_SHARE = 0.95;
 
-const running: RunningBundle[] = [];
-after(async () => {
-  for (const w of running.splice(0)) await w.stop();
-});
-
-async function webhook(): Promise<RunningBundle> {
-  assert.ok(existsSync(WEBHOOK_JS), `${WEBHOOK_JS} is missing: build it first with \`node images/build.ts\``);
-  assert.match(deployed.nodeOptions, /--max-old-space-size=\d+/, 'the Deployment caps the heap');
-  const w = await startBundle(WEBHOOK_JS, deployed.nodeOptions);
-  running.push(w);
-  return w;
-}
+const webhook = deployedBundles();
 
 /** How a large body's call ended, for the report. */
 function ending(c: TenantCall): string {
