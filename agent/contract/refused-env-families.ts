@@ -76,7 +76,7 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy:
       'the C library (glibc’s list of unsecure variables, which it drops from a setuid program, and musl’s)',
-    why: 'loads code or data from the path it names (`GCONV_PATH` loads conversion modules, `GETCONF_DIR` programs, `LOCPATH`, `MUSL_LOCPATH` and `NLSPATH` locales and message catalogues), retunes the allocator and loader (`GLIBC_TUNABLES`, `MALLOC_*`, jemalloc’s `MALLOC_CONF`), writes to a file (`MALLOC_TRACE`) or redirects name lookups and temporary files (`HOSTALIASES`, `LOCALDOMAIN`, `RES_OPTIONS`, `RESOLV_HOST_CONF`, `NIS_PATH`, `TMPDIR`, `TZDIR`)',
+    why: 'loads code or data from the path it names (`GCONV_PATH` loads conversion modules, `GETCONF_DIR` programs, `LOCPATH`, `MUSL_LOCPATH` and `NLSPATH` locales and message catalogues), retunes the allocator and loader (`GLIBC_TUNABLES`, `MALLOC_*`, jemalloc’s `MALLOC_CONF`), writes to a file (`MALLOC_TRACE`) or redirects name lookups and temporary files (`HOSTALIASES`, `LOCALDOMAIN`, `RES_OPTIONS`, `RESOLV_HOST_CONF`, `NIS_PATH`, `TMPDIR` and its older names `TMP` and `TEMP`, `TZDIR`), or, as a locale name that is a path (`LANG`, `LC_ALL`, any `LC_*`), loads locale data from that path as `LOCPATH` would',
     names: [
       'GCONV_PATH',
       'GETCONF_DIR',
@@ -90,9 +90,12 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
       'RESOLV_HOST_CONF',
       'RES_OPTIONS',
       'TMPDIR',
+      'TMP',
+      'TEMP',
       'TZDIR',
+      'LANG',
     ],
-    prefixes: ['MALLOC_'],
+    prefixes: ['MALLOC_', 'LC_'],
   }),
   family({
     readBy: 'the process’s command lookup and the programs that run a command from the environment',
@@ -219,13 +222,13 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy: 'Ruby, RubyGems and Bundler',
     why: 'options and libraries loaded at start (`RUBYOPT=-r…`, `RUBYLIB`), a Gemfile RubyGems loads at start (`RUBYGEMS_GEMDEPS`: Ruby code), RubyGems’ and irb’s rc files (`GEMRC`, `IRBRC`), where gems come from (`GEM_HOME`, `GEM_PATH`) and every Bundler setting (`BUNDLE_GEMFILE`, Ruby code; a mirror; a host’s credentials, which belong to the build that installs the gems)',
-    names: ['RUBYOPT', 'RUBYLIB', 'RUBYSHELL', 'RUBYGEMS_GEMDEPS', 'GEMRC', 'IRBRC'],
+    names: ['RUBYOPT', 'RUBYLIB', 'RUBYSHELL', 'RUBYGEMS_GEMDEPS', 'GEMRC', 'IRBRC', 'RUBY_CRASH_REPORT'],
     prefixes: ['GEM_', 'BUNDLE_'],
   }),
   family({
     readBy:
       'the JVM and the scripts that start it (catalina.sh, kafka-run-class.sh, Elasticsearch, Maven, Gradle, sbt, Spring Boot)',
-    why: 'options every JVM takes or a start script passes it (`-javaagent:` loads code before `main`, `-XX:OnOutOfMemoryError=cmd` runs a command): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, `JVM_OPTS`, `KAFKA_OPTS`, `ES_JAVA_OPTS`; every `CATALINA_` name (catalina.sh evaluates `CATALINA_OPTS` as shell code and sources `$CATALINA_BASE/bin/setenv.sh`), `LOGGING_CONFIG` and `LOGGING_MANAGER`, which it evaluates too; where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`, `JRE_HOME`, every `LOADER_` setting of Spring Boot’s launcher, `LOADER_MAIN` the class it runs, the agent’s `OTEL_JAVAAGENT_EXTENSIONS`); Log4j’s settings (`LOG4J_*`: the configuration factory class it loads); `SPRING_APPLICATION_JSON`, which sets any Spring property, `spring.config.import` and `logging.config` among them (credentials go under Spring’s own names, `SPRING_DATASOURCE_PASSWORD`); a debugger or JMX port that takes code from whoever reaches it (`KAFKA_DEBUG`, `JMX_PORT`, `JPDA_*`)',
+    why: 'options every JVM takes or a start script passes it (`-javaagent:` loads code before `main`, `-XX:OnOutOfMemoryError=cmd` runs a command): `JAVA_TOOL_OPTIONS`, `_JAVA_OPTIONS`, `JDK_JAVA_OPTIONS`, the launchers’ `JAVA_OPTS`, `JVM_OPTS`, `KAFKA_OPTS`, `ES_JAVA_OPTS`; every `CATALINA_` name (catalina.sh evaluates `CATALINA_OPTS` as shell code and sources `$CATALINA_BASE/bin/setenv.sh`), `LOGGING_CONFIG` and `LOGGING_MANAGER`, which it evaluates too; where classes and the JVM come from (`CLASSPATH`, `JAVA_HOME`, `JRE_HOME`, every `LOADER_` setting of Spring Boot’s launcher, `LOADER_MAIN` the class it runs, the agent’s `OTEL_JAVAAGENT_EXTENSIONS`); Log4j’s settings (`LOG4J_*`: the configuration factory class it loads); `SPRING_APPLICATION_JSON`, which sets any Spring property, `spring.config.import` and `logging.config` among them (credentials go under Spring’s own names, `SPRING_DATASOURCE_PASSWORD`); a debugger or JMX port that takes code from whoever reaches it (`KAFKA_DEBUG`, `JMX_PORT`, `JPDA_*`; Keycloak’s and WildFly’s `DEBUG` and `DEBUG_PORT`)',
     names: [
       'JAVA_TOOL_OPTIONS',
       '_JAVA_OPTIONS',
@@ -245,6 +248,8 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
       'LOGGING_CONFIG',
       'LOGGING_MANAGER',
       'KAFKA_DEBUG',
+      'DEBUG',
+      'DEBUG_PORT',
       'JMX_PORT',
       'SPRING_APPLICATION_JSON',
     ],

@@ -20,7 +20,7 @@
  * ld.so ignores `ld_preload`, but some readers fold case (npm's `npm_config_*`, .NET's configuration),
  * and no app has a reason to name a variable like a loader's in another case.
  */
-import { CONVENTION_FAMILIES } from './refused-env-conventions.ts';
+import { CONVENTION_FAMILIES, SECRET_ENDINGS } from './refused-env-conventions.ts';
 import { READER_FAMILIES, type RefusedEnvFamily, type RefusedEnvRisk } from './refused-env-families.ts';
 
 export type { RefusedEnvFamily, RefusedEnvRisk };
@@ -63,14 +63,20 @@ const SUFFIXES = rulesOf('suffixes');
 
 /**
  * The rule `name` matches, if any: its exact name first, then a prefix (unless the family admits the
- * name's ending), an infix, a suffix. The first match names the most specific reader.
+ * name's ending), an infix, a suffix, and last a convention's word followed by more of the name (unless
+ * it ends as a secret's own name does). The first match names the most specific reader. Leading
+ * underscores do not hide a reader's name (`_RUNJAVA`, `_PYTHON_SYSCONFIGDATA_NAME`): scripts mark
+ * their own variables so, and a preset one is kept.
  */
 export function refusedEnvName(name: string): RefusedEnvMatch | undefined {
   const key = name.toUpperCase();
-  const exact = EXACT.get(key);
+  const bare = key.replace(/^_+/, '');
+  const exact = EXACT.get(key) ?? EXACT.get(bare);
   if (exact) return match(exact, key, `is read by ${exact.readBy}`);
   const prefix = PREFIXES.find(
-    (p) => key.startsWith(p.text) && !p.family.admittedEndings.some((e) => key.endsWith(e.toUpperCase())),
+    (p) =>
+      (key.startsWith(p.text) || bare.startsWith(p.text)) &&
+      !p.family.admittedEndings.some((e) => key.endsWith(e.toUpperCase())),
   );
   if (prefix) {
     const admitted = prefix.family.admittedEndings;
@@ -97,6 +103,22 @@ export function refusedEnvName(name: string): RefusedEnvMatch | undefined {
       `*${suffix.text}`,
       `ends with ${suffix.text}, which by convention holds ${suffix.family.holds}`,
     );
+  // A qualifier after the convention's word changes nothing a script does with it (JAVA_OPTS_APPEND,
+  // GUNICORN_CMD_ARGS_EXTRA): the word as a whole word of the name, with more after it.
+  if (SECRET_ENDINGS.some((e) => key.endsWith(e))) return undefined;
+  const word = SUFFIXES.find((s) => {
+    const text = s.text.replace(/^_/, '');
+    const at = key.indexOf(`${text}_`);
+    return at >= 0 && (at === 0 || key[at - 1] === '_') && at + text.length + 1 < key.length;
+  });
+  if (word) {
+    const text = `${word.text.replace(/^_/, '')}_`;
+    return match(
+      word.family,
+      `*${text}*`,
+      `contains ${text} followed by more of the name, which by convention holds ${word.family.holds}, whatever follows`,
+    );
+  }
   return undefined;
 }
 

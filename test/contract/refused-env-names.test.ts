@@ -20,6 +20,7 @@ import {
   refusedEnvName,
   type RefusedEnvFamily,
 } from '../../agent/contract/refused-env-names.ts';
+import { SECRET_ENDINGS } from '../../agent/contract/refused-env-conventions.ts';
 import { SECRETS_DIR_ENV } from '../../webhook/render/pod-patch.ts';
 
 const all = (kind: 'names' | 'prefixes' | 'infixes' | 'suffixes') =>
@@ -32,6 +33,9 @@ const suffixes = all('suffixes');
 /** Whether the rule `rule`, as refusedEnvName reports it (`PATH`, `LD_*`, `*OPTS`, `*STARTUP*`), matches `name`. */
 function ruleMatches(rule: string, name: string): boolean {
   const key = name.toUpperCase();
+  // A reader's name or prefix is found under leading underscores too (`_RUNJAVA`).
+  if (!rule.startsWith('*') && !key.startsWith(rule.replace(/\*$/, '').slice(0, 1)))
+    return ruleMatches(rule, key.replace(/^_+/, ''));
   const starred = /^(\*?)([A-Za-z0-9_]+)(\*?)$/.exec(rule)!;
   const [, before, text, after] = starred;
   if (before && after) return key.includes(text!);
@@ -166,6 +170,28 @@ describe('the refused env names: both sides', () => {
               `${name}: the reason names it`,
             );
           else assert.equal(refused.rule, name.toUpperCase());
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('property: a convention’s word with anything after it, as a word of the name, is refused, unless the name ends as a secret’s own does', () => {
+    const word = fc.stringMatching(/^[A-Za-z][A-Za-z0-9]{0,8}$/);
+    const after = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_]{0,10}$/);
+    const conventions = REFUSED_ENV_FAMILIES.flatMap((f) => f.suffixes);
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...conventions),
+        word,
+        after,
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+        (suffix, head, rest, flips) => {
+          const name = recase(`${head}_${suffix.replace(/^_/, '')}_${rest}`, flips);
+          fc.pre(!SECRET_ENDINGS.some((e) => name.toUpperCase().endsWith(e)));
+          const refused = refusedEnvName(name);
+          assert.ok(refused, `${name} is refused`);
+          assert.ok(ruleMatches(refused.rule, name), `${name}: ${refused.rule} matches it`);
         },
       ),
       { numRuns: 2000 },
@@ -417,10 +443,46 @@ describe('the refused env names: the second review’s names (issue 37)', () => 
       'NO_PROXY',
       'DOCKER_HOST',
       'TZ',
-      'LC_ALL',
       'LANGUAGE',
     ])
       assert.equal(refusedEnvName(name)?.rule, undefined, name);
+  });
+});
+
+describe('the refused env names: the fifth review’s names (issue 37)', () => {
+  it('a qualifier after a convention’s word, a launcher’s program named alone, a reader’s name under leading underscores: refused, naming a rule it matches', () => {
+    // Each one ran the secret's value as code, or is the kin of one that did, in a real start script.
+    const steering = [
+      // Tomcat's setclasspath.sh keeps a preset _RUNJAVA, which catalina.sh evaluates; kc.sh evaluates JAVA.
+      ...['_RUNJAVA', 'RUNJAVA', '_RUNJDB', 'JAVA', 'GCCGO', 'PKG_CONFIG', 'NODE', 'PYTHON', 'BASH'],
+      // Keycloak's and UBI OpenJDK's JAVA_OPTS_APPEND; any qualifier after the word.
+      ...['JAVA_OPTS_APPEND', 'JAVA_OPTS_EXTRA', 'JVM_ARGS_APPEND', 'GUNICORN_CMD_ARGS_X', '_JAVA_OPTIONS_X'],
+      ...['PHP_INI_SCAN_DIR_APPEND', 'NODE_PATH_EXTRA', 'SSL_CERT_FILE_OVERRIDE'],
+      // A debugger port (kc.sh), a module sysconfig imports, a crash-report pipe, a loader class.
+      ...['DEBUG', 'DEBUG_PORT', '_PYTHON_SYSCONFIGDATA_NAME', 'RUBY_CRASH_REPORT', 'CELERY_LOADER'],
+      // A locale name that is a path loads locale data from it; TMPDIR's older names.
+      ...['LC_ALL', 'LANG', 'LC_CTYPE', 'LC_MESSAGES', 'TMP', 'TEMP'],
+    ];
+    for (const name of steering)
+      for (const spelt of [name, name.toLowerCase()]) {
+        const refused = refusedEnvName(spelt);
+        assert.ok(refused, `${spelt} is refused`);
+        assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
+      }
+    // The word with more after it is refused; the app's own names with such a word stay admitted.
+    for (const name of [
+      'APP_HOME_URL',
+      'CACHE_DIR_TOKEN',
+      'FILE_ENCRYPTION_KEY',
+      'AGENT_API_KEY',
+      'INIT_DB_PASSWORD',
+    ])
+      assert.equal(refusedEnvName(name)?.rule, undefined, name);
+    assert.equal(refusedEnvName('JAVA_OPTS_APPEND')?.rule, '*OPTS_*');
+    assert.match(
+      refusedEnvName('JAVA_OPTS_APPEND')!.reason,
+      /contains OPTS_ followed by more of the name, which by convention holds a program’s options or arguments, whatever follows/,
+    );
   });
 });
 
