@@ -130,8 +130,8 @@ export const AGENT_SETTINGS = {
     parse: duration(1000, 86_400_000),
   }),
   AGENT_HTTP_ADDR: setting({
-    default: '0.0.0.0:8099',
-    doc: 'Sidecar: where /healthz, /readyz and /metrics are served (HOST:PORT; port 0 picks a free one, which the start-up log names).',
+    default: '127.0.0.1:8099',
+    doc: 'Sidecar: where /healthz, /readyz and /metrics are served (HOST:PORT; port 0 picks a free one, which the start-up log names). The pod’s loopback by default: nothing outside the pod reaches it (no probe needs it: docs/security.md); 0.0.0.0:8099 where Prometheus scrapes the agent.',
     parse: listenAddress,
   }),
   ROTATION_SIGNAL: setting({

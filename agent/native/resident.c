@@ -65,7 +65,7 @@
 #define DEADLINE_DEFAULT_MS 120000L
 #define KILL_GRACE_MS 5000  /* SIGTERM to SIGKILL for a run past its deadline */
 #define STOP_GRACE_MS 5000  /* the same when the resident is asked to stop */
-#define STALLED_MS 30000    /* a run not gone this long after SIGKILL: /healthz fails */
+#define STALLED_MS 30000    /* a run not gone this long after SIGKILL: /healthz fails and the resident exits 1 */
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 300000L
 #define MAGIC "secret-agent-outcome 1"
@@ -783,11 +783,19 @@ int main(int argc, char **argv) {
     if (run.pid && !run.exited && stopping && now >= stop_kill_at) kill(-run.pid, SIGKILL), exit(0);
     if (run.pid && !run.exited && run.timed_out && !run.killed && now >= run.kill_at)
       kill(-run.pid, SIGKILL), run.killed = 1; /* its SIGCHLD ends the wait; an unkillable run shows in /healthz */
+    /* No liveness probe watches the port (a probe could be starved by other pods' connections): a run that
+       even SIGKILL does not end stalls every refresh, so the resident ends itself and the kubelet restarts
+       the container, which takes the run with it. */
+    if (run.pid && !run.exited && run.killed && now >= run.kill_at + STALLED_MS) {
+      say("run %lu is not gone %d ms after SIGKILL: exiting 1 so that the container restarts", run_no, STALLED_MS);
+      exit(1);
+    }
     /* wake at the nearest deadline */
 #define SOONER(t) (wake = (t) < wake ? (t) : wake)
     if (!run.pid) SOONER(next_at);
     else if (!run.exited && stopping) SOONER(stop_kill_at);
     else if (!run.exited && !run.killed) SOONER(run.timed_out ? run.kill_at : run.term_at);
+    else if (!run.exited) SOONER(run.kill_at + STALLED_MS);
     pfd[0] = (struct pollfd){sig[0], POLLIN, 0};
     pfd[2] = (struct pollfd){run.out_fd, POLLIN, 0};
     pfd[3] = (struct pollfd){run.in_fd, POLLOUT, 0};

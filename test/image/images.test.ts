@@ -125,7 +125,7 @@ describe('npm run images: the images and what a release job publishes', () => {
       assert.deepEqual(
         c.Entrypoint,
         name === 'agent'
-          ? ['/nodejs/bin/node', '--snapshot-blob', '/app/agent.blob', '--']
+          ? ['/nodejs/bin/node', '--disable-sigusr1', '--snapshot-blob', '/app/agent.blob', '--']
           : ['/nodejs/bin/node', `/app/${name}.js`],
       );
       assert.equal(c.WorkingDir, '/app');

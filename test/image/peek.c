@@ -6,20 +6,28 @@
  * few hundred ms is tried while it holds the handed-over state. Each round prints one JSON line: the process (argv and parent, which /proc
  * shows anyone), its uid and gid, and each try's outcome: an errno name, or what succeeded. It never
  * prints what it read: only whether an environment it read held --canary (the control's).
+ * A Node process is also sent SIGUSR1 once, the first time it is seen running Node at least SIGNAL_AGE_MS
+ * after it appeared (earlier, before Node handles the signal, its default action would end the process), and the port Node's
+ * inspector would then open is tried for 300 ms: 9229 for the agent's (Node's default), the control's
+ * --inspect-port (9339) for a process whose argv holds --canary: "inspector opened" or "no inspector".
  *
  *   peek --seconds=N [--every-ms=N] [--canary=TEXT]
  *
  * First line: {"event":"self",...} (its uid, gid and effective capabilities); last: {"event":"done"}.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -39,6 +47,10 @@
 #define BLIND_FDS 10 /* fds tried when the fd directory cannot be listed */
 #define MAX_FDS 32   /* at most this many listed fds tried */
 #define YOUNG_MS 1000 /* a process this young is watched for its execve */
+#define AGENT_INSPECTOR_PORT 9229   /* Node's default: where SIGUSR1 would open an agent's inspector */
+#define CONTROL_INSPECTOR_PORT 9339 /* the Node control's --inspect-port */
+#define INSPECTOR_WAIT_MS 300
+#define SIGNAL_AGE_MS 300
 
 static const char *canary;
 static char out[65536];
@@ -238,12 +250,35 @@ static void try_pidfd_getfd(int pid) {
   close(pidfd);
 }
 
-/* One round of tries on `pid`; 0 when it was gone before the first. */
-static int peek(int pid, int round) {
+/* Whether something listens on the loopback's `port` within INSPECTOR_WAIT_MS. */
+static int listening(int port) {
+  int64_t until = now_ms() + INSPECTOR_WAIT_MS;
+  for (;;) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    if (ok) return 1;
+    if (now_ms() >= until) return 0;
+    struct timespec nap = {0, 20 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* SIGUSR1, which makes a Node process without --disable-sigusr1 open its inspector, then its port. */
+static void try_sigusr1(int pid, int control) {
+  if (kill(pid, SIGUSR1) < 0) outcome("sigusr1", errname(errno));
+  else outcome("sigusr1", listening(control ? CONTROL_INSPECTOR_PORT : AGENT_INSPECTOR_PORT) ? "inspector opened" : "no inspector");
+}
+
+/* One round of tries on `pid`; 0 when it was gone before the first. `signalled`: SIGUSR1 sent already. */
+static int peek(int pid, int round, int *signalled, int ripe) {
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
   ssize_t n = slurp(path, buf, sizeof buf);
   if (n <= 0) return 0; /* gone, or a kernel thread */
+  int node = n > 17 && !memcmp(buf, "/nodejs/bin/node", 17), control = canary && contains(buf, (size_t)n, canary);
   put("{\"event\":\"peek\",\"pid\":%d,\"round\":%d,\"cmd\":", pid, round);
   put_string(buf, (size_t)(buf[n - 1] ? n : n - 1));
   snprintf(path, sizeof path, "/proc/%d/status", pid);
@@ -270,13 +305,14 @@ static int peek(int pid, int round) {
   try_vm_read(pid, at);
   try_ptrace(pid);
   try_pidfd_getfd(pid);
+  if (node && ripe && !*signalled) *signalled = 1, try_sigusr1(pid, control);
   put("}}");
   flush_line();
   return 1;
 }
 
 static struct {
-  int pid, rounds;
+  int pid, rounds, signalled;
   int64_t born, next;
   char comm[32];
 } seen[MAX_PROCS];
@@ -326,8 +362,11 @@ int main(int argc, char **argv) {
         if (n > 0 && strcmp(comm, seen[k].comm)) changed = 1, memcpy(seen[k].comm, comm, sizeof comm);
       }
       if (!changed && now < seen[k].next) continue;
-      if (peek(pid, seen[k].rounds)) seen[k].rounds++;
+      if (peek(pid, seen[k].rounds, &seen[k].signalled, now - seen[k].born >= SIGNAL_AGE_MS)) seen[k].rounds++;
       seen[k].next = now_ms() + every_ms;
+      /* A young process is tried again once old enough for SIGUSR1, so a run of a few hundred ms gets it. */
+      if (!seen[k].signalled && seen[k].born + SIGNAL_AGE_MS > now_ms() && seen[k].born + SIGNAL_AGE_MS < seen[k].next)
+        seen[k].next = seen[k].born + SIGNAL_AGE_MS;
     }
     closedir(d);
     scans++;

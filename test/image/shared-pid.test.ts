@@ -10,6 +10,11 @@
  * process in the agent's own container (the image's env-exec, readable, run as the probe's uid and
  * gid), whose environment, memory and fds it reads.
  *
+ * Each Node process of the pod is also sent SIGUSR1 once (peek.c): a Node that does not refuse it opens
+ * its inspector on the pod's loopback, and whoever connects runs code inside it (a fifth review: the
+ * app at root, or at the agent's uid, did). No agent process may open one; a second control, the image's
+ * Node without --disable-sigusr1, proves that the signal reaches and the probe finds the inspector.
+ *
  * Agent processes are executed from root's execute-only files (/nodejs/bin/node, /app/resident:
  * 0511), so the kernel makes each non-dumpable at execve (fs/exec.c would_dump), whoever started it:
  * the runtime (a sidecar, an init container, the postStart hook) or the resident (every run).
@@ -45,7 +50,9 @@ const ROOT = 'peek-root';
 const CAP = { DAC_OVERRIDE: 1, SYS_PTRACE: 19, SYS_ADMIN: 21, PERFMON: 38 } as const;
 
 /** A try's outcome that is a refusal; a race with the process's end; anything else got through. */
-const REFUSED = new Set(['EACCES', 'EPERM']);
+const REFUSED = new Set(['EACCES', 'EPERM', 'no inspector']);
+/** The Node control's inspector port (peek.c CONTROL_INSPECTOR_PORT); an agent's would be Node's 9229. */
+const CONTROL_INSPECTOR_PORT = 9339;
 const GONE = new Set(['ENOENT', 'ESRCH']);
 
 /** What a control must give the probe: each proves that kind of try reaches a dumpable process of its uid. */
@@ -63,6 +70,7 @@ const CONTROL_MUST = [
   'process_vm_readv',
   'ptrace',
   'pidfd_getfd',
+  'sigusr1',
 ] as const;
 
 type AgentKind = 'resident' | 'small-sidecar run' | 'Node sidecar' | 'init run' | 'postStart hook';
@@ -125,6 +133,8 @@ interface Figures {
   readonly refused: number;
   readonly gone: number;
   readonly through: string[];
+  /** SIGUSR1 sent to an agent's Node process, by the probe (each answered "no inspector" or got through). */
+  readonly signalled: number;
   /** Kinds of try that reached the control. */
   readonly controlReached: Set<string>;
   readonly controlLines: number;
@@ -150,7 +160,14 @@ function figures(events: Record<string, unknown>[], marker: string): Figures {
   const through: string[] = [];
   const controlReached = new Set<string>();
   let controlLines = 0;
+  let signalled = 0;
   for (const line of lines) {
+    if (line.cmd.startsWith('/nodejs/bin/node ') && line.cmd.includes(marker)) {
+      // The Node control (root's execute-only binary, so not dumpable): it proves SIGUSR1 opens an
+      // inspector in a Node process that does not refuse it, and that the probe finds it.
+      if (line.tries.sigusr1 === 'inspector opened') controlReached.add('sigusr1');
+      continue;
+    }
     if (line.cmd.startsWith('/app/env-exec ') && line.cmd.includes(marker)) {
       // Two controls run, one as each probe; this probe's is the one of its own uid and gid.
       if (line.uid !== self.uid || line.gid !== self.gid) continue;
@@ -162,6 +179,7 @@ function figures(events: Record<string, unknown>[], marker: string): Figures {
     const kind = agentKind(line, residents);
     if (!kind) continue;
     pids.set(kind, (pids.get(kind) ?? new Set()).add(line.pid));
+    if (line.tries.sigusr1 !== undefined) signalled++;
     for (const [what, result] of Object.entries(line.tries)) {
       if (REFUSED.has(result)) refused++;
       else if (GONE.has(result)) gone++;
@@ -173,6 +191,7 @@ function figures(events: Record<string, unknown>[], marker: string): Figures {
     refused,
     gone,
     through,
+    signalled,
     controlReached,
     controlLines,
     self,
@@ -269,10 +288,23 @@ describe('a shared-PID pod whose agent runs as the app’s uid and gid: no app o
   }
 
   /**
-   * The control: env-exec from the agent image (0555, readable: dumpable) in the agent's container, as
-   * `user`, waiting for a set that never comes, with the marker in its environment.
+   * The controls, in the agent's container, as `user`: env-exec from the agent image (0555, readable:
+   * dumpable), waiting for a set that never comes, with the marker in its environment; and the image's
+   * Node without --disable-sigusr1, its inspector's port set apart from the agent's, the marker in its argv.
    */
   async function startControl(running: PodRun, container: string, user: string, marker: string) {
+    await builtImages().podman.runAsync([
+      'exec',
+      '--detach',
+      '--user',
+      user,
+      `${running.name}-${container}`,
+      '/nodejs/bin/node',
+      `--inspect-port=127.0.0.1:${CONTROL_INSPECTOR_PORT}`,
+      '-e',
+      'setTimeout(() => {}, 60000)',
+      `/control-${marker}`,
+    ]);
     await builtImages().podman.runAsync([
       'exec',
       '--detach',
@@ -302,7 +334,7 @@ describe('a shared-PID pod whose agent runs as the app’s uid and gid: no app o
     const { self } = seen;
     for (const [kind, n] of seen.found) t.diagnostic(`${probe}: ${kind}: ${n} process(es) found`);
     t.diagnostic(
-      `${probe} (uid ${self.uid}, gid ${self.gid}, CapEff ${self.capEff}): ${seen.refused} tries on agent processes refused, ${seen.gone} after the process had ended, ${seen.through.length} got through; the control reached: ${[...seen.controlReached].sort().join(', ')}`,
+      `${probe} (uid ${self.uid}, gid ${self.gid}, CapEff ${self.capEff}): ${seen.refused} tries on agent processes refused, ${seen.gone} after the process had ended, ${seen.through.length} got through, ${seen.signalled} SIGUSR1 to agent Node processes; the control reached: ${[...seen.controlReached].sort().join(', ')}`,
     );
     assert.deepEqual(seen.through, [], `${probe}: tries on agent processes that were not refused`);
     for (const [kind, least] of Object.entries(want))
@@ -311,6 +343,7 @@ describe('a shared-PID pod whose agent runs as the app’s uid and gid: no app o
         `${probe} found ${seen.found.get(kind as AgentKind) ?? 0} ${kind} processes, not ${least} or more`,
       );
     assert.ok(seen.refused > 0, `${probe}: no try was made`);
+    assert.ok(seen.signalled > 0, `${probe} sent SIGUSR1 to no agent Node process`);
     // A process ending under a try is a race, not a refusal: it must stay the exception.
     assert.ok(seen.gone * 10 < seen.refused, `${probe}: ${seen.gone} tries raced a process's end`);
     assert.ok(seen.controlLines > 0, `${probe} never saw the control`);

@@ -208,6 +208,45 @@ describe('resident: runs', { concurrency: 4 }, () => {
     assert.equal((await r.get('/healthz')).status, 200);
   });
 
+  it('a run that SIGKILL does not end: the resident exits 1, 30 s after the kill, so that the container restarts', async (t) => {
+    // The run leaves its process group for the resident's, so the kill of its group finds nobody:
+    // from the resident's side, a run that no signal ends (as one stuck in the kernel would be).
+    const escape = [
+      '/usr/bin/env',
+      'python3',
+      '-c',
+      'import os, signal, sys, time\nos.setpgid(0, os.getpgid(os.getppid()))\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(3600)',
+    ];
+    await using r = await startResident([], { argv: escape, env: { AGENT_RUN_DEADLINE: '1s' } });
+    await r.until('the run past its deadline', () => /run 1 passed its deadline/.test(r.stderr()), 15_000);
+    // The run, a child of the resident still: killed by the test once the resident has gone.
+    const children = readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return (
+            readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(r.child.pid)
+          );
+        } catch {
+          return false;
+        }
+      });
+    assert.equal(children.length, 1, 'the run is the resident’s one child');
+    t.after(() => {
+      try {
+        process.kill(Number(children[0]), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    });
+    const { code } = await r.exited(45_000);
+    assert.equal(code, 1);
+    assert.match(
+      r.stderr(),
+      /run 1 is not gone 30000 ms after SIGKILL: exiting 1 so that the container restarts/,
+    );
+  });
+
   it('backs off while runs fail, and stays alive and not ready', async () => {
     await using r = await startResident([step('write', new Uint8Array(), { code: 1 })]);
     await r.until('two failures', async () => (await r.sample(FAILED)) === 2);

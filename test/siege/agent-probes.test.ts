@@ -8,8 +8,13 @@ import { DEFAULT_MEMORY_LIMIT, nodeOptions } from '../../webhook/agent-sizing.ts
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { MOTO_ENV, motoSecrets, startMoto, type Moto } from '../support/moto.ts';
 import { AGENT_JS, eventually, memoryDir, startAgent, type RunningAgent } from '../support/run-agent.ts';
-import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
-import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-probes.ts';
+import {
+  describeSiege,
+  probeSiege,
+  tenants,
+  type TenantShape,
+  PORT_CLIENT_TIMEOUT_SECONDS,
+} from './kubelet-probes.ts';
 
 /**
  * Issue 37, the Node sidecar: the built agent in sidecar mode (its V8 flags and NODE_OPTIONS for the
@@ -117,7 +122,7 @@ describe(
       it(`${shape.name} connections, each reopened as soon as closed: the kubelet's probes answered ≥ 99 %, memory and descriptors bounded`, async (t) => {
         const lanes = shape.sources.reduce((n, s) => n + s.count, 0);
         const f = await probeSiege({
-          target: { host: '127.0.0.1', port, timeoutMs: AGENT_PROBE_TIMEOUT_SECONDS * 1000 },
+          target: { host: '127.0.0.1', port, timeoutMs: PORT_CLIENT_TIMEOUT_SECONDS * 1000 },
           floods: [{ host: '127.0.0.1', port, sources: shape.sources }],
           paths: ['/healthz', '/readyz', '/healthz', '/readyz', '/healthz', '/readyz'],
           // Written at once, or arriving 5 or 50 ms after the handshake, as across a node's network.

@@ -17,6 +17,15 @@ import {
 
 const FLOOD_JS = new URL('./tenant-flood.ts', import.meta.url).pathname;
 
+/**
+ * What a client gives the agent's port here, where it is exposed (AGENT_HTTP_ADDR 0.0.0.0, for Prometheus):
+ * the 3 s the kubelet's probes had when the agent had probes. A connect flood can fill the port's kernel
+ * queue for a moment; the kernel then drops a SYN, which the client's connect retries 1 s later (Linux's
+ * initial retransmission timeout): 3 s survives one dropped SYN and still leaves 2 s for the answer.
+ * Prometheus gives a scrape 10 s.
+ */
+export const PORT_CLIENT_TIMEOUT_SECONDS = 3;
+
 /** A tenants' attack: which addresses keep which connections. */
 export interface TenantShape {
   readonly name: string;

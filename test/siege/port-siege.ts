@@ -6,8 +6,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
 import type { FloodFigures, FloodPlan } from './idle-flood.ts';
+import { PORT_CLIENT_TIMEOUT_SECONDS } from './kubelet-probes.ts';
 
 const FLOOD_JS = new URL('./idle-flood.ts', import.meta.url).pathname;
 
@@ -55,7 +55,7 @@ function startFlood(plan: FloodPlan): {
 async function probe(url: string): Promise<string | undefined> {
   try {
     const res = await fetch(url, {
-      signal: AbortSignal.timeout(AGENT_PROBE_TIMEOUT_SECONDS * 1000),
+      signal: AbortSignal.timeout(PORT_CLIENT_TIMEOUT_SECONDS * 1000),
       keepalive: false,
     });
     await res.text();

@@ -3,8 +3,13 @@ import { readdirSync } from 'node:fs';
 import { describe, it, type TestContext } from 'node:test';
 import { encodeOutcome, step } from '../resident/run-plan.ts';
 import { residentKiB, startResident } from '../resident/resident-process.ts';
-import { AGENT_PROBE_TIMEOUT_SECONDS } from '../../webhook/render/agent-containers.ts';
-import { describeSiege, probeSiege, tenants, type TenantShape } from './kubelet-probes.ts';
+import {
+  describeSiege,
+  probeSiege,
+  tenants,
+  type TenantShape,
+  PORT_CLIENT_TIMEOUT_SECONDS,
+} from './kubelet-probes.ts';
 
 /**
  * Issue 37: the small sidecar's port (agent/native/resident.c, built from source) while tenants' pods
@@ -75,7 +80,7 @@ async function probedUnderSiege(t: TestContext, { shape, lanes, dribbleMs }: Sie
   const pid = r.child.pid!;
   const idleKiB = residentKiB(pid);
   const f = await probeSiege({
-    target: { host: r.host, port: r.port, timeoutMs: AGENT_PROBE_TIMEOUT_SECONDS * 1000 },
+    target: { host: r.host, port: r.port, timeoutMs: PORT_CLIENT_TIMEOUT_SECONDS * 1000 },
     floods: [{ host: r.host, port: r.port, sources: shape.sources, ...(dribbleMs && { dribbleMs }) }],
     paths: ['/healthz', '/readyz', '/healthz', '/readyz', '/healthz', '/readyz'],
     // Written at once, or arriving 5 or 50 ms after the handshake, as across a node's network.

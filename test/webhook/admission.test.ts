@@ -62,6 +62,7 @@ const SMALL_SIDECAR_ARGV = [
   '/app/resident',
   '--',
   '/nodejs/bin/node',
+  '--disable-sigusr1',
   '--snapshot-blob',
   '/app/agent.blob',
   '--',
@@ -69,6 +70,7 @@ const SMALL_SIDECAR_ARGV = [
 /** What the Node sidecar runs, written out: the plain bundle, with the V8 flags that keep it small. */
 const SIDECAR_ARGV = [
   '/nodejs/bin/node',
+  '--disable-sigusr1',
   '--no-turbofan',
   '--no-maglev',
   '--no-sparkplug',
@@ -136,7 +138,6 @@ describe('exact patches', () => {
             // start-up snapshot, for each refresh.
             command: SMALL_SIDECAR_ARGV,
             restartPolicy: 'Always',
-            ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
             // Holds the app until /readyz answers 200, for INIT_DEADLINE (60 s) + 15 s at most: the
             // 75 s (failureThreshold × periodSeconds) the startupProbe it replaced allowed.
             lifecycle: {
@@ -144,24 +145,13 @@ describe('exact patches', () => {
                 exec: {
                   command: [
                     '/nodejs/bin/node',
+                    '--disable-sigusr1',
                     '/app/wait-ready.cjs',
                     '--url=http://127.0.0.1:8099/readyz',
                     '--deadline=75s',
                   ],
                 },
               },
-            },
-            readinessProbe: {
-              httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-              timeoutSeconds: 3,
-              periodSeconds: 10,
-              failureThreshold: 3,
-            },
-            livenessProbe: {
-              httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-              timeoutSeconds: 3,
-              periodSeconds: 10,
-              failureThreshold: 3,
             },
           },
         ],
@@ -209,30 +199,18 @@ describe('exact patches', () => {
         // A long-running agent runs the plain bundle, not the image's start-up snapshot, and V8 set for memory.
         command: SIDECAR_ARGV,
         restartPolicy: 'Always',
-        ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
         lifecycle: {
           postStart: {
             exec: {
               command: [
                 '/nodejs/bin/node',
+                '--disable-sigusr1',
                 '/app/wait-ready.cjs',
                 '--url=http://127.0.0.1:8099/readyz',
                 '--deadline=75s',
               ],
             },
           },
-        },
-        readinessProbe: {
-          httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-          timeoutSeconds: 3,
-          periodSeconds: 10,
-          failureThreshold: 3,
-        },
-        livenessProbe: {
-          httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-          timeoutSeconds: 3,
-          periodSeconds: 10,
-          failureThreshold: 3,
         },
       },
     ]);
@@ -323,19 +301,6 @@ describe('exact patches', () => {
           resources: SMALL_RESOURCES,
           command: SMALL_SIDECAR_ARGV,
           env: agentEnv('sidecar'),
-          ports: [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }],
-          readinessProbe: {
-            httpGet: { path: '/readyz', port: 8099, scheme: 'HTTP' },
-            timeoutSeconds: 3,
-            periodSeconds: 10,
-            failureThreshold: 3,
-          },
-          livenessProbe: {
-            httpGet: { path: '/healthz', port: 8099, scheme: 'HTTP' },
-            timeoutSeconds: 3,
-            periodSeconds: 10,
-            failureThreshold: 3,
-          },
         },
       },
       { op: 'add', path: '/metadata/annotations/secret-agent.io~1status', value: 'injected' },
@@ -747,7 +712,7 @@ describe('denials name the annotation and the fix', () => {
       ok,
       { containers: [{ name: 'app', image: 'a', ports: [{ containerPort: 8099 }] }] },
       'secret-agent.io/agent-http-addr',
-      /0\.0\.0\.0:8199/,
+      /127\.0\.0\.1:8199/,
     ],
     [
       'agent port name taken',
@@ -757,11 +722,11 @@ describe('denials name the annotation and the fix', () => {
       /"app" declares a port named "secret-agent".*rename that port/,
     ],
     [
-      'agent bound to loopback',
-      { ...ok, 'secret-agent.io/agent-http-addr': '127.0.0.1:8099' },
+      'agent bound to an address the postStart hook cannot reach over the loopback',
+      { ...ok, 'secret-agent.io/agent-http-addr': '10.1.2.3:8099' },
       {},
       'secret-agent.io/agent-http-addr',
-      /bind all addresses/,
+      /binds "10\.1\.2\.3".*bind the loopback \(127\.0\.0\.1:8099, the default\) or, for Prometheus, every address/,
     ],
     [
       'signal without shared process namespace',
@@ -1007,26 +972,39 @@ describe('the native sidecar holds the app with a postStart hook, not a startupP
   };
 
   it('asks the port agent-http-addr names, over the loopback of the family it binds', () => {
-    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': '0.0.0.0:8199' }).slice(2, 3), [
-      '--url=http://127.0.0.1:8199/readyz',
-    ]);
-    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': ':8299' }).slice(2, 3), [
-      '--url=http://127.0.0.1:8299/readyz',
-    ]);
-    assert.deepEqual(hook({ 'secret-agent.io/agent-http-addr': '[::]:8399' }).slice(2, 3), [
-      '--url=http://[::1]:8399/readyz',
-    ]);
+    assert.deepEqual(
+      hook({ 'secret-agent.io/agent-http-addr': '0.0.0.0:8199' }).filter((a) => a.startsWith('--url=')),
+      ['--url=http://127.0.0.1:8199/readyz'],
+    );
+    assert.deepEqual(
+      hook({ 'secret-agent.io/agent-http-addr': ':8299' }).filter((a) => a.startsWith('--url=')),
+      ['--url=http://127.0.0.1:8299/readyz'],
+    );
+    assert.deepEqual(
+      hook({ 'secret-agent.io/agent-http-addr': '[::]:8399' }).filter((a) => a.startsWith('--url=')),
+      ['--url=http://[::1]:8399/readyz'],
+    );
   });
 
   it('gives up INIT_DEADLINE + 15 s after the start, as the startupProbe did (periodSeconds 1 × failureThreshold)', () => {
-    assert.deepEqual(hook({}).slice(3), ['--deadline=75s']);
-    assert.deepEqual(hook({ 'secret-agent.io/init-deadline': '2m' }).slice(3), ['--deadline=135s']);
-    assert.deepEqual(hook({ 'secret-agent.io/init-deadline': '1500ms' }).slice(3), ['--deadline=17s']);
+    assert.deepEqual(
+      hook({}).filter((a) => a.startsWith('--deadline=')),
+      ['--deadline=75s'],
+    );
+    assert.deepEqual(
+      hook({ 'secret-agent.io/init-deadline': '2m' }).filter((a) => a.startsWith('--deadline=')),
+      ['--deadline=135s'],
+    );
+    assert.deepEqual(
+      hook({ 'secret-agent.io/init-deadline': '1500ms' }).filter((a) => a.startsWith('--deadline=')),
+      ['--deadline=17s'],
+    );
   });
 
   it('in a Job’s pod too: the kubelet runs the hook whatever the pod’s restartPolicy', () => {
     assert.deepEqual(hook({}, { restartPolicy: 'Never' }), [
       '/nodejs/bin/node',
+      '--disable-sigusr1',
       '/app/wait-ready.cjs',
       '--url=http://127.0.0.1:8099/readyz',
       '--deadline=75s',
@@ -1937,5 +1915,62 @@ describe('Vault settings through annotations and cluster settings', () => {
         (e: Error) => message.test(e.message),
         JSON.stringify(env),
       );
+  });
+});
+
+describe('the agent’s port: the pod’s loopback unless the cluster scrapes it, and no probe of it', () => {
+  const sidecarOf = (annotations: Record<string, string>, env: Record<string, string> = {}) => {
+    const pod = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db#password', ...annotations });
+    const result = admit(pod, { ...CLUSTER, ...env });
+    assert.equal(result.outcome, 'injected', JSON.stringify(result.review.response.status));
+    const patched = mutate(pod, decodePatch(result.review.response));
+    validatePod(patched);
+    const agent = [...(patched.spec.initContainers ?? []), ...patched.spec.containers].find(
+      (c) => c.name === 'secret-agent',
+    )!;
+    const env_ = Object.fromEntries(
+      (agent.env as { name: string; value?: string }[]).map((e) => [e.name, e.value]),
+    );
+    const hook = (agent.lifecycle as { postStart: { exec: { command: string[] } } } | undefined)?.postStart
+      .exec.command;
+    return { agent, env: env_, url: hook?.find((a) => a.startsWith('--url=')) };
+  };
+
+  for (const process_ of ['small', 'node'])
+    for (const native of ['true', 'false'])
+      it(`${process_} sidecar, native ${native}: no readiness or liveness probe, by default on the loopback with no declared port`, () => {
+        const { agent, env, url } = sidecarOf(
+          { 'secret-agent.io/sidecar-process': process_, 'secret-agent.io/mode': 'init+sidecar' },
+          { NATIVE_SIDECARS: native },
+        );
+        assert.equal(agent.readinessProbe, undefined);
+        assert.equal(agent.livenessProbe, undefined);
+        assert.equal(agent.startupProbe, undefined);
+        assert.equal(agent.ports, undefined, 'nothing for Prometheus to find on the loopback');
+        assert.equal(env.AGENT_HTTP_ADDR, undefined, 'the agent’s own default, the loopback');
+        if (native === 'true') assert.equal(url, '--url=http://127.0.0.1:8099/readyz');
+      });
+
+  it('a cluster that scrapes agents (AGENT_HTTP_ADDR 0.0.0.0:8099): every address, the port declared by name', () => {
+    const { agent, env, url } = sidecarOf({}, { AGENT_HTTP_ADDR: '0.0.0.0:8099' });
+    assert.equal(env.AGENT_HTTP_ADDR, '0.0.0.0:8099');
+    assert.deepEqual(agent.ports, [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }]);
+    assert.equal(url, '--url=http://127.0.0.1:8099/readyz');
+    assert.equal(agent.readinessProbe, undefined);
+    // The pod's own choice wins over the cluster's.
+    const own = sidecarOf(
+      { 'secret-agent.io/agent-http-addr': '[::1]:8199' },
+      { AGENT_HTTP_ADDR: '0.0.0.0:8099' },
+    );
+    assert.equal(own.env.AGENT_HTTP_ADDR, '[::1]:8199');
+    assert.equal(own.agent.ports, undefined);
+    assert.equal(own.url, '--url=http://[::1]:8199/readyz');
+  });
+
+  it('a cluster setting that binds neither the loopback nor every address is refused at start, naming it', () => {
+    assert.throws(
+      () => injectionDefaults({ AGENT_HTTP_ADDR: '10.0.0.1:8099' }),
+      /AGENT_HTTP_ADDR: "10\.0\.0\.1:8099" binds "10\.0\.0\.1".*Fix: bind the loopback/,
+    );
   });
 });

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { METRIC_DOCS } from '../../agent/serve/metrics.ts';
+import { parseWebhookConfig } from '../../webhook/config/parse-webhook-config.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER, AGENT_PORT_NAME } from '../../webhook/injected-names.ts';
 import { OPT_IN_LABEL } from '../../webhook/annotations/annotation.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
@@ -420,6 +421,18 @@ describe('deploy/components/monitoring: scrapes and alerts', () => {
       for (const object of objects) await validate(object, `${entry} + monitoring`);
       for (const kind of ['ServiceMonitor', 'PodMonitor', 'PrometheusRule'])
         assert.equal(one(objects, kind).metadata.namespace, 'platform-secrets', kind);
+      // Agents listen on the pod's loopback unless the webhook says otherwise: here, every address.
+      const webhook = one(objects, 'Deployment') as KubeObject & {
+        spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+      };
+      const env = webhook.spec.template.spec.containers[0]!.env;
+      const addr = env.find((e) => e.name === 'AGENT_HTTP_ADDR')?.value;
+      assert.equal(addr, '0.0.0.0:8099', `${entry}: the PodMonitor needs the agents on the pod's IP`);
+      assert.equal(
+        parseWebhookConfig({ AGENT_IMAGE: 'a', WEBHOOK_NAMESPACE: 'n', AGENT_HTTP_ADDR: addr }).injection
+          .agentHttpAddr,
+        addr,
+      );
 
       const service = one(objects, 'Service') as KubeObject & {
         metadata: { labels: Record<string, string> };

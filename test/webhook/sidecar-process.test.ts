@@ -33,7 +33,15 @@ const CLUSTER = {
   AGENT_VAULT_ROLE: 'apps',
 };
 const CLASSIC = { ...CLUSTER, NATIVE_SIDECARS: 'false' };
-const SMALL_AWS = ['/app/resident', '--', '/nodejs/bin/node', '--snapshot-blob', '/app/agent.blob', '--'];
+const SMALL_AWS = [
+  '/app/resident',
+  '--',
+  '/nodejs/bin/node',
+  '--disable-sigusr1',
+  '--snapshot-blob',
+  '/app/agent.blob',
+  '--',
+];
 const AWS = { 'secret-agent.io/secret-db': 'aws:prod/db' };
 const VAULT = { 'secret-agent.io/secret-api': 'vault:secret/data/api#token' };
 /** The app's uid is named: no file-sharing warning, so the warnings left are the ones under test. */
@@ -96,13 +104,10 @@ describe('the small sidecar by default', () => {
       assert.equal(env.AGENT_RUN_DEADLINE, '2m', shape);
       assert.equal(env.NODE_OPTIONS, '--max-old-space-size=44 --max-semi-space-size=1', shape);
       assert.deepEqual(warnings, [], `${shape}: nothing to tell`);
-      // The probes and the port are the resident's now, on the same port.
-      assert.deepEqual((sidecar.readinessProbe as { httpGet: unknown }).httpGet, {
-        path: '/readyz',
-        port: 8099,
-        scheme: 'HTTP',
-      });
-      assert.deepEqual(sidecar.ports, [{ name: 'secret-agent', containerPort: 8099, protocol: 'TCP' }]);
+      // The port is the resident's now, on the pod's loopback: no probe, no declared port.
+      assert.equal(sidecar.readinessProbe, undefined, shape);
+      assert.equal(sidecar.livenessProbe, undefined, shape);
+      assert.equal(sidecar.ports, undefined, shape);
       for (const agent of agents) assert.equal(envOf(agent, pod).AGENT_HANDOFF_FDS, undefined, shape);
     }
   });

@@ -185,7 +185,7 @@ export const POD_ANNOTATIONS = {
   'agent-http-addr': agentSetting(
     'AGENT_HTTP_ADDR',
     'HOST:PORT',
-    'Where the sidecar serves /healthz, /readyz and /metrics (default 0.0.0.0:8099). Move it when the port is taken; the host must be 0.0.0.0 or [::] for the kubelet’s probes.',
+    'Where the sidecar serves /healthz, /readyz and /metrics (default: the webhook’s AGENT_HTTP_ADDR, the pod’s loopback 127.0.0.1:8099 unless the cluster scrapes agents). Move it when the port is taken; the host must be the loopback or every address (0.0.0.0, [::]), which the postStart hook reaches over the loopback and Prometheus over the pod’s IP.',
     'quote',
   ),
   'agent-cpu-request': annotation({

@@ -49,6 +49,8 @@ export interface InjectionDefaults {
   readonly sidecarProcess: SidecarProcessName;
   /** AGENT_RUN_DEADLINE, in ms: a small sidecar's longest refresh run, before a pod's INIT_DEADLINE raises it. */
   readonly runDeadlineMs: number;
+  /** AGENT_HTTP_ADDR: where a sidecar serves its port when the pod does not say (the loopback by default). */
+  readonly agentHttpAddr: string;
   readonly volumeSizeLimit: string;
   readonly cluster: ClusterDefaults;
   /** secret-agent.io/rotation-command is allowed (ALLOW_ROTATION_COMMAND). */

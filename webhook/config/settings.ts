@@ -12,6 +12,7 @@ import {
   WEBHOOK_VAULT_AUTH_METHODS,
 } from '../annotations/values.ts';
 import { parseExecHelpersVolume } from '../exec-helpers-volume.ts';
+import { parseAgentHttpAddr } from './agent-http-address.ts';
 import { parseAllowedVaultAuth, parseVaultNamespacePins } from '../vault-policy.ts';
 import {
   awsRegionOrAuto,
@@ -110,6 +111,11 @@ export const WEBHOOK_SETTINGS = {
     default: 'small',
     doc: `What stays in a pod’s sidecar between refreshes when the pod does not say (\`secret-agent.io/sidecar-process\`). \`small\`: only /app/resident (~2 MiB), which runs the agent for each refresh; a pod it does not suit (a refresh interval under ${SMALL_SIDECAR_MIN_INTERVAL_MS / 1000}s, exit-with-process, Vault revoke-on-shutdown) gets \`node\`. \`node\`: the whole Node agent (~18–30 MiB), as before (docs/webhook.md, “The small sidecar”).`,
     parse: sidecarProcessName,
+  }),
+  AGENT_HTTP_ADDR: setting({
+    default: AGENT_SETTINGS.AGENT_HTTP_ADDR.default,
+    doc: 'Where sidecars serve /healthz, /readyz and /metrics when the pod does not say (`secret-agent.io/agent-http-addr`). The pod’s loopback by default: no other pod can open a connection to it, and no probe needs it (the native sidecar’s postStart hook asks over loopback). `0.0.0.0:8099` (the monitoring component sets it) lets Prometheus scrape every agent, and every pod reach the port unless a NetworkPolicy closes it (docs/agent.md, “Who can reach the agent’s port”).',
+    parse: (text: string, field: string) => (parseAgentHttpAddr(text, field), text),
   }),
   AGENT_RUN_DEADLINE: setting({
     default: AGENT_SETTINGS.AGENT_RUN_DEADLINE.default,

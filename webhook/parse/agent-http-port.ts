@@ -1,16 +1,35 @@
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
+import { parseAgentHttpAddr } from '../config/agent-http-address.ts';
 import type { AgentSettingRequest } from '../injection-request.ts';
 import { AGENT_PORT_NAME } from '../injected-names.ts';
 import { podContainers, type PodShape } from '../pod-shape.ts';
 
-const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
+/**
+ * A sidecar's settings with the cluster's AGENT_HTTP_ADDR where the pod names none and the cluster's is not
+ * the agent's own default (rendered as the agent's env, like any setting a pod chooses).
+ */
+export function withClusterHttpAddr(
+  agentSettings: readonly AgentSettingRequest[],
+  clusterAddr: string,
+): AgentSettingRequest[] {
+  if (
+    agentSettings.some((s) => s.env === 'AGENT_HTTP_ADDR') ||
+    clusterAddr === AGENT_SETTINGS.AGENT_HTTP_ADDR.default
+  )
+    return [...agentSettings];
+  return [
+    ...agentSettings,
+    { env: 'AGENT_HTTP_ADDR', value: clusterAddr, annotation: `${PREFIX}agent-http-addr` },
+  ];
+}
 
 /**
- * The port the sidecar serves its probes and /metrics on (agent-http-addr, else the agent's default),
- * and, where a sidecar runs, the checks that it can: the kubelet reaches the address, and no container
- * of the pod declares that port or the name the agent's port takes.
+ * The port the sidecar serves /healthz, /readyz and /metrics on (agent-http-addr, else the cluster's or
+ * the agent's default), and, where a sidecar runs, the checks that it can: the postStart hook reaches the
+ * address over the pod's loopback, and no container of the pod declares that port or the name the
+ * agent's port takes.
  */
 export function agentHttpPort(
   pod: PodShape,
@@ -22,18 +41,18 @@ export function agentHttpPort(
   // Only a value that parsed is among the agent settings.
   const httpAddr = agentSettings.find((s) => s.env === 'AGENT_HTTP_ADDR');
   const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(
-    httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default ?? '0.0.0.0:8099',
+    httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!,
     'AGENT_HTTP_ADDR',
   );
   if (sidecar) {
-    if (!WILDCARD_HOSTS.has(addr.host))
-      errors.push(
-        new ConfigError(
-          `${PREFIX}agent-http-addr`,
-          `${quote(httpAddr!.value)} binds ${quote(addr.host)}, which the kubelet's probes cannot reach`,
-          `bind all addresses, e.g. 0.0.0.0:${addr.port}`,
-        ),
+    try {
+      parseAgentHttpAddr(
+        httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!,
+        `${PREFIX}agent-http-addr`,
       );
+    } catch (e) {
+      errors.push(e as ConfigError);
+    }
     const portOwner = allContainers.find((c) =>
       (c.ports ?? []).some((port) => port.containerPort === addr.port),
     );
@@ -42,7 +61,7 @@ export function agentHttpPort(
         new ConfigError(
           `${PREFIX}agent-http-addr`,
           `port ${addr.port} is also declared by container ${quote(portOwner.name)}`,
-          'move the agent with secret-agent.io/agent-http-addr, e.g. 0.0.0.0:8199',
+          'move the agent with secret-agent.io/agent-http-addr, e.g. 127.0.0.1:8199',
         ),
       );
     const nameOwner = allContainers.find((c) =>

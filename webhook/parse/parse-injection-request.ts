@@ -3,7 +3,7 @@ import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import type { InjectionRequest } from '../injection-request.ts';
 import { podContainers, type PodShape } from '../pod-shape.ts';
 import { checkAgentContainer } from './agent-container-policy.ts';
-import { agentHttpPort } from './agent-http-port.ts';
+import { agentHttpPort, withClusterHttpAddr } from './agent-http-port.ts';
 import { agentResources } from './agent-resources.ts';
 import { agentSettingRequests } from './agent-settings.ts';
 import { checkAppContainers } from './app-containers.ts';
@@ -55,8 +55,10 @@ export function parseInjectionRequest(
     chosenSettings,
   );
   if (completion.error) errors.push(completion.error);
-  const agentSettings = completion.agentSettings;
   const sidecar = completion.mode === 'sidecar' || completion.mode === 'init+sidecar';
+  const agentSettings = sidecar
+    ? withClusterHttpAddr(completion.agentSettings, defaults.agentHttpAddr)
+    : completion.agentSettings;
   const http = agentHttpPort(pod, agentSettings, sidecar);
   errors.push(...http.errors);
   const processes = checkProcessSharing(pod, agentSettings);

@@ -10,6 +10,7 @@ import {
   AGENT_SECRETS_DIR,
   VAULT_CLIENT_CERT_DIR,
 } from '../injected-names.ts';
+import { WILDCARD_HOSTS } from '../config/agent-http-address.ts';
 import type { InjectionDefaults } from '../config/injection-defaults.ts';
 import { HELPERS_MOUNT_PATH } from '../exec-helpers-volume.ts';
 import type { InjectionRequest } from '../injection-request.ts';
@@ -35,9 +36,15 @@ export interface AgentContainer {
     readonly protocol: 'TCP';
   }[];
   readonly lifecycle?: { readonly postStart: { readonly exec: { readonly command: readonly string[] } } };
-  readonly readinessProbe?: Record<string, unknown>;
-  readonly livenessProbe?: Record<string, unknown>;
 }
+
+/**
+ * On every Node process the agent container starts (the entrypoint, the runs, the Node sidecar, the
+ * postStart hook): SIGUSR1 must not open Node's inspector. In a pod that shares its process namespace,
+ * any container whose user may signal the agent's (its uid, or root with CAP_KILL) could otherwise make
+ * it listen on the pod's loopback and run code inside it, reading whatever it holds (a fifth review).
+ */
+export const NO_SIGUSR1_INSPECTOR = '--disable-sigusr1';
 
 /**
  * What the Node sidecar (sidecar-process: node) runs instead of the image's entrypoint (the V8
@@ -47,7 +54,12 @@ export interface AgentContainer {
  * sidecar small, which NODE_OPTIONS refuses (agent/contract/sidecar-v8-flags.ts). Paths are
  * Dockerfile.agent's.
  */
-export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', ...SIDECAR_V8_FLAGS, '/app/agent.js'];
+export const SIDECAR_COMMAND: readonly string[] = [
+  '/nodejs/bin/node',
+  NO_SIGUSR1_INSPECTOR,
+  ...SIDECAR_V8_FLAGS,
+  '/app/agent.js',
+];
 
 /**
  * The image's entrypoint (Dockerfile.agent's ENTRYPOINT): the agent from the V8 start-up snapshot.
@@ -55,6 +67,7 @@ export const SIDECAR_COMMAND: readonly string[] = ['/nodejs/bin/node', ...SIDECA
  */
 export const AGENT_ENTRYPOINT: readonly string[] = [
   '/nodejs/bin/node',
+  NO_SIGUSR1_INSPECTOR,
   '--snapshot-blob',
   '/app/agent.blob',
   '--',
@@ -68,6 +81,7 @@ export const AGENT_ENTRYPOINT: readonly string[] = [
  */
 export const GCP_INIT_COMMAND: readonly string[] = [
   '/nodejs/bin/node',
+  NO_SIGUSR1_INSPECTOR,
   '--snapshot-blob',
   '/app/agent-gcp.blob',
   '--',
@@ -96,7 +110,11 @@ export function smallSidecarCommand(readsGcp: boolean): readonly string[] {
  * probe's next period instead: a second more per pod on a real node (docs/webhook.md, Start-up).
  * Paths are Dockerfile.agent's.
  */
-const POST_START_COMMAND: readonly string[] = ['/nodejs/bin/node', '/app/wait-ready.cjs'];
+const POST_START_COMMAND: readonly string[] = [
+  '/nodejs/bin/node',
+  NO_SIGUSR1_INSPECTOR,
+  '/app/wait-ready.cjs',
+];
 
 /**
  * How long the app is held for the agent's first set: the agent retries for INIT_DEADLINE, and what
@@ -110,14 +128,6 @@ export function appHoldSeconds(request: Pick<InjectionRequest, 'agentSettings'>)
     AGENT_SETTINGS.INIT_DEADLINE.default!;
   return Math.ceil(parseDuration(deadline)! / 1000) + 15;
 }
-
-/**
- * The agent's probes' timeout. A connect flood from other pods can fill the port's kernel queue for a
- * moment; the kernel then drops the probe's SYN, and the kubelet's connect retries it 1 s later (Linux's
- * initial retransmission timeout). With the default 1 s the probe fails at that retry; with 3 s it
- * survives one dropped SYN and still has 2 s for the answer, which takes under a millisecond.
- */
-export const AGENT_PROBE_TIMEOUT_SECONDS = 3;
 
 /** Where the agent goes: first in initContainers, appended to containers, or both. */
 export interface AgentPlacement {
@@ -171,18 +181,17 @@ export function renderAgentContainers(
       seccompProfile: { type: 'RuntimeDefault' },
     },
   });
-  const probe = (path: string, extra: Record<string, number>) => ({
-    httpGet: { path, port: request.httpPort, scheme: 'HTTP' },
-    timeoutSeconds: AGENT_PROBE_TIMEOUT_SECONDS,
-    ...extra,
-  });
   const setting = (env: 'AGENT_HTTP_ADDR') =>
     request.agentSettings.find((s) => s.env === env)?.value ?? AGENT_SETTINGS[env].default!;
   const holdSeconds = appHoldSeconds(request);
-  // The hook runs inside the agent's container, so it asks over loopback (the webhook only lets the
-  // agent bind every address, of one family or both).
+  // The hook runs inside the agent's container, so it asks over the loopback of the family the agent
+  // binds (the webhook lets it bind only the loopback or every address).
   const { host } = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(setting('AGENT_HTTP_ADDR'), 'AGENT_HTTP_ADDR');
-  const readyz = `http://${host === '::' ? '[::1]' : '127.0.0.1'}:${request.httpPort}/readyz`;
+  const loopback =
+    host === '::' || host === '::1' ? '[::1]' : host === 'localhost' ? 'localhost' : '127.0.0.1';
+  const readyz = `http://${loopback}:${request.httpPort}/readyz`;
+  // Declared only where Prometheus can reach it (deploy/components/monitoring's PodMonitor scrapes it by name).
+  const exposed = WILDCARD_HOSTS.has(host);
   // No startupProbe beside the hook: the kubelet would then wait for the probe's next period too.
   const holdApp = {
     postStart: {
@@ -197,11 +206,14 @@ export function renderAgentContainers(
       ? { command: smallSidecarCommand(readsGcp), resources: small.resources }
       : { command: SIDECAR_COMMAND }),
     ...(native ? { restartPolicy: 'Always' as const } : {}),
-    // Declared so monitoring can scrape it by name (deploy/components/monitoring's PodMonitor).
-    ports: [{ name: AGENT_PORT_NAME, containerPort: request.httpPort, protocol: 'TCP' as const }],
+    ...(exposed
+      ? { ports: [{ name: AGENT_PORT_NAME, containerPort: request.httpPort, protocol: 'TCP' as const }] }
+      : {}),
+    // No readiness or liveness probe: neither buys anything (docs/security.md, "A pod cannot take another
+    // pod's agent down through its port"). Ready is for good once a whole set is written, which the
+    // postStart hook (native) or the init container (classic) waits for before the app starts; an agent
+    // whose refreshes stall ends itself, and the kubelet restarts it.
     ...(gate ? { lifecycle: holdApp } : {}),
-    readinessProbe: probe('/readyz', { periodSeconds: 10, failureThreshold: 3 }),
-    livenessProbe: probe('/healthz', { periodSeconds: 10, failureThreshold: 3 }),
   });
 
   // The entrypoint (the default snapshot) unless the pod reads GCP.

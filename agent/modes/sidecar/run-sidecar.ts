@@ -1,4 +1,5 @@
 import type { FSWatcher } from 'chokidar';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentConfig } from '../../contract/agent-config.ts';
 import { applySidecarV8Flags } from '../../contract/sidecar-v8-flags.ts';
 import type { Env } from '../../contract/settings.ts';
@@ -8,8 +9,12 @@ import { loadNotifiers, notifierDepsOf } from '../../notify/load-notifiers.ts';
 import { openPodEvents } from '../../notify/open-pod-events.ts';
 import { watchAppExit, type AppExitWatch } from '../../proc/watch-app-exit.ts';
 import type { AgentMetrics } from '../../serve/metrics.ts';
+import { watchLiveness } from './liveness-watchdog.ts';
 import { watchConfigFile } from './reload-config.ts';
 import { Sidecar } from './sidecar.ts';
+
+/** How long a stalled sidecar waits for a clean stop before it exits anyway. */
+const STALLED_STOP_BUDGET_MS = 10_000;
 
 export interface RunSidecarOptions {
   readonly log: Logger;
@@ -21,7 +26,8 @@ export interface RunSidecarOptions {
 
 /**
  * The sidecar process: runs until SIGTERM/SIGINT (or the app's exit, with EXIT_WITH_PROCESS), then
- * stops cleanly (in-flight swap finished, files intact) and resolves with the exit code.
+ * stops cleanly (in-flight swap finished, files intact) and resolves with the exit code: 1 when its
+ * refresh loop stalled (liveness-watchdog.ts).
  * AGENT_CONFIG_FILE is watched (reload-config.ts).
  */
 export async function runSidecar(config: AgentConfig, options: RunSidecarOptions): Promise<number> {
@@ -75,12 +81,30 @@ export async function runSidecar(config: AgentConfig, options: RunSidecarOptions
       stopping = true;
       log.info({ why }, 'stopping');
       exitWatch?.stop();
+      liveness.stop();
       void (async () => {
         await watcher?.close();
         await sidecar.stop();
         resolve(0);
       })();
     };
+    // Its refresh loop stalled: exit 1 so that the kubelet restarts the container, after what of a clean
+    // stop finishes within the budget (what stalled may be what a stop waits for).
+    const liveness = watchLiveness(
+      () => sidecar.live(),
+      () => {
+        if (stopping) return;
+        stopping = true;
+        log.error(
+          { fix: 'the container restarts; if it happens again, report it with this log' },
+          'the refresh loop has not run within its interval: exiting 1 so that the container restarts',
+        );
+        exitWatch?.stop();
+        void Promise.race([sidecar.stop().catch(() => undefined), sleep(STALLED_STOP_BUDGET_MS)]).then(() =>
+          resolve(1),
+        );
+      },
+    );
     // on, not once: a second signal during the final swap must not take the default action.
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));

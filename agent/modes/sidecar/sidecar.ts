@@ -102,7 +102,7 @@ export class Sidecar {
     // on /readyz) holds nothing up and a backend outage takes nothing out of service.
     sidecar.#server = await startHealthServer(
       config.sidecar.httpAddr,
-      { ready: () => set.readable, live: () => sidecar.#live() },
+      { ready: () => set.readable, live: () => sidecar.live() },
       metrics,
     );
     return sidecar;
@@ -218,7 +218,8 @@ export class Sidecar {
     await this.#events?.close();
   }
 
-  #live(): boolean {
+  /** Whether the refresh loop has started a cycle recently: /healthz, and the sidecar's own watchdog. */
+  live(): boolean {
     const longest = Math.max(...this.#config.secrets.map((s) => s.refreshIntervalMs), 30_000);
     return Date.now() - this.#lastCycleAt < longest * 1.2 + REFRESH_ROUND_MS * 2;
   }
