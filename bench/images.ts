@@ -7,7 +7,9 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { requirePodman } from '../images/container-engine.ts';
-import { IMAGE_NAMES, readImagesManifest } from '../images/manifest.ts';
+import { join } from 'node:path';
+import { IMAGE_NAMES, readImagesManifest, ROOT } from '../images/manifest.ts';
+import { readPlatforms } from '../test/image/oci-archive.ts';
 import { podmanRunArgs } from '../test/image/podman.ts';
 
 export interface ImageFigures {
@@ -18,6 +20,14 @@ export interface ImageFigures {
     readonly MiB: number;
     readonly addedMiB: number;
     readonly vsBase: number;
+  }[];
+  /** Every platform of each image: its size, its base's, and what a node pulls (compressed layers and config). */
+  readonly platforms: readonly {
+    readonly name: string;
+    readonly platform: string;
+    readonly MiB: number;
+    readonly baseMiB: number;
+    readonly pulledMiB: number;
   }[];
   readonly coldStart: {
     readonly baseMs: number;
@@ -100,6 +110,21 @@ export async function benchImages(
         addedMiB: mib(size - manifest.runtime.size),
         vsBase: Number((size / manifest.runtime.size).toFixed(3)),
       };
+    }),
+    platforms: IMAGE_NAMES.flatMap((name) => {
+      const pulled = new Map(
+        readPlatforms(join(ROOT, manifest.images[name].archive)).map((p) => [
+          p.platform,
+          p.manifest.config.size + p.manifest.layers.reduce((a, l) => a + l.size, 0),
+        ]),
+      );
+      return manifest.images[name].platforms.map((p) => ({
+        name,
+        platform: p.platform,
+        MiB: mib(p.size),
+        baseMiB: mib(manifest.runtimes[p.platform]?.size ?? NaN),
+        pulledMiB: mib(pulled.get(p.platform) ?? NaN),
+      }));
     }),
     coldStart: {
       baseMs: Math.round(baseMs),

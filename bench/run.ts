@@ -1,25 +1,28 @@
 /**
- * `npm run bench`: every figure in one report, each against a baseline measured in the same run.
- * Agent cold start (process start to exit) against the real moto server and the GCP and Vault fakes,
- * from the plain bundle and from the start-up snapshot (what the image's entrypoint runs), interleaved with:
- *   floor      node -e 0                         (Node's own start-up)
- *   shell      aws secretsmanager get-secret-value (what shell init containers run today)
- * then the sidecar (bench/sidecar.ts; one secret's RSS against an idle Node: bench/sidecar-rss.ts; what its
- * postStart hook costs and how soon it lets the app start: bench/post-start.ts). Figures are medians; ratios are what to compare across
- * machines, then atomicity under stress (bench/atomicity.ts), the webhook (bench/webhook/), and the images' sizes
- * and container cold start (bench/images.ts). Writes bench/results/latest.json. BENCH_ROUNDS (default 15),
- * BENCH_SOAK_SECONDS (default 600: the 10-minute soak), BENCH_WEBHOOK_SECONDS (10) and BENCH_WEBHOOK_ROUNDS (5)
- * tune the run.
- * Then what an agent container costs the node (bench/agent-memory.ts: cgroup working set and anonymous
- * memory beside RSS, several containers at once, the first agent on a node, the worst case under
- * tighter limits): BENCH_MEMORY_SETTLE_SECONDS (45) and BENCH_MEMORY_TRIAL_LIMITS (96Mi,104Mi,112Mi;
- * the default limit is always tried) tune it; it takes about 15 minutes.
- * Last, what the env wrapper adds to an app container's start (bench/env-exec.ts).
+ * `npm run bench`: every figure in one report, each against a baseline measured in the same run, and
+ * bench/results/latest.json (bench/report/): the figures the README and docs/performance.md render.
+ * Progress on stderr (bench/progress.ts): what it measures, how far it is, what is left. In order:
+ *   - agent cold start (process start to exit) against the real moto server and the GCP and Vault fakes,
+ *     from the plain bundle and the start-up snapshot, interleaved with `node -e 0` (the floor), two
+ *     references (bench/reference/) and `aws secretsmanager get-secret-value`: BENCH_ROUNDS (15);
+ *   - the sidecar: 100 secrets at a 1 s interval over a soak (bench/sidecar.ts, BENCH_SOAK_SECONDS, 600),
+ *     one secret's RSS against an idle node (bench/sidecar-rss.ts), its postStart hook (bench/post-start.ts);
+ *   - the images' sizes and container cold start (bench/images.ts);
+ *   - what an agent container costs the node (bench/agent-memory.ts, about 15 minutes:
+ *     BENCH_MEMORY_SETTLE_SECONDS 45, BENCH_MEMORY_TRIAL_LIMITS 96Mi,104Mi,112Mi);
+ *   - the small sidecar beside the Node sidecar (bench/small-sidecar.ts: BENCH_SMALL_SETTLE_SECONDS 20,
+ *     BENCH_SMALL_WINDOW_SECONDS 30, BENCH_SMALL_TIMELINE_SECONDS 200);
+ *   - an injected pod's start in podman against the same pod without injection (bench/pod-start.ts,
+ *     BENCH_POD_ROUNDS 5);
+ *   - atomicity under stress (bench/atomicity.ts); the webhook (bench/webhook/: BENCH_WEBHOOK_SECONDS 10,
+ *     BENCH_WEBHOOK_ROUNDS 5); the env wrapper's cost per start (bench/env-exec.ts); a release
+ *     (bench/release.ts, BENCH_RELEASE_ROUNDS 3).
+ * Figures are medians; ratios are what to compare across machines.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { startGcpSecretManagerFake } from '../test/fakes/gcp-secret-manager.ts';
 import { FakeVault } from '../test/fakes/vault.ts';
 import { startMoto } from '../test/support/moto.ts';
@@ -28,17 +31,60 @@ import { agentMemoryCostRows, formatAgentMemory } from './agent-memory-report.ts
 import { benchAtomicity } from './atomicity.ts';
 import { benchEnvExec, formatEnvExec } from './env-exec.ts';
 import { benchImages, formatImageFigures } from './images.ts';
+import { benchPodStart, formatPodStart } from './pod-start.ts';
 import { benchPostStart, formatPostStartFigures } from './post-start.ts';
 import { benchSidecar } from './sidecar.ts';
 import { benchSidecarRss } from './sidecar-rss.ts';
 import { benchSmallSidecar, formatSmallSidecar } from './small-sidecar.ts';
+import { BenchProgress } from './progress.ts';
+import { benchRelease, formatRelease } from './release.ts';
 import { buildReferences } from './reference/build-references.ts';
+import { collectFigures, collectSeries } from './report/figures.ts';
+import { MachineWatch } from './report/machine.ts';
+import { RESULTS_PATH, RESULTS_SCHEMA, type BenchResults } from './report/results-file.ts';
 import { benchWebhook } from './webhook/measure.ts';
 import { formatWebhookFigures } from './webhook/tables.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600);
+const MEMORY_SETTLE_SECONDS = Number(process.env.BENCH_MEMORY_SETTLE_SECONDS ?? 45);
+const MEMORY_TRIAL_LIMITS = (process.env.BENCH_MEMORY_TRIAL_LIMITS ?? '96Mi,104Mi,112Mi')
+  .split(',')
+  .filter(Boolean);
+const SMALL_SETTLE_SECONDS = Number(process.env.BENCH_SMALL_SETTLE_SECONDS ?? 20);
+const SMALL_WINDOW_SECONDS = Number(process.env.BENCH_SMALL_WINDOW_SECONDS ?? 30);
+const SMALL_TIMELINE_SECONDS = Number(process.env.BENCH_SMALL_TIMELINE_SECONDS ?? 200);
+const POD_ROUNDS = Number(process.env.BENCH_POD_ROUNDS ?? 5);
+const RELEASE_ROUNDS = Number(process.env.BENCH_RELEASE_ROUNDS ?? 3);
 const root = new URL('../', import.meta.url).pathname;
+const machine = new MachineWatch();
+// Estimates from the runs so far on a 2-core machine, scaled by this run's settings: what "left" counts.
+const progress = new BenchProgress([
+  { name: 'agent cold start', estimateSeconds: ROUNDS * 6 + 20 },
+  { name: 'sidecar soak', estimateSeconds: SOAK_SECONDS + 40 },
+  { name: 'sidecar RSS', estimateSeconds: 60 },
+  { name: 'postStart hook', estimateSeconds: 90 },
+  { name: 'images', estimateSeconds: 60 },
+  {
+    name: 'agent memory',
+    estimateSeconds: 600 + MEMORY_SETTLE_SECONDS * (8 + MEMORY_TRIAL_LIMITS.length * 2),
+  },
+  {
+    name: 'small sidecar',
+    estimateSeconds: 80 + SMALL_SETTLE_SECONDS * 4 + SMALL_WINDOW_SECONDS * 6 + SMALL_TIMELINE_SECONDS,
+  },
+  { name: 'pod start', estimateSeconds: 40 + (POD_ROUNDS + 1) * 4 * 8 },
+  { name: 'atomicity', estimateSeconds: 60 },
+  {
+    name: 'webhook',
+    estimateSeconds:
+      8 * Number(process.env.BENCH_WEBHOOK_SECONDS ?? 10) * Number(process.env.BENCH_WEBHOOK_ROUNDS ?? 5) +
+      60,
+  },
+  { name: 'env wrapper', estimateSeconds: 60 },
+  { name: 'release', estimateSeconds: RELEASE_ROUNDS * 30 + 10 },
+]);
+progress.begin('agent cold start');
 const moto = await startMoto();
 const base = {
   PATH: process.env.PATH ?? '',
@@ -204,6 +250,7 @@ function timeRun(c: Case): Promise<{ ms: number; status: number | null; stderr: 
 
 for (const c of cases) await timeRun(c); // warm the page cache
 for (let round = 0; round < ROUNDS; round++) {
+  progress.note(`round ${round + 1} of ${ROUNDS}`);
   for (const c of cases) {
     const run = await timeRun(c);
     if (run.status !== 0) throw new Error(`${c.name} exited ${run.status}: ${run.stderr}`);
@@ -214,31 +261,48 @@ rmSync(dir, { recursive: true, force: true });
 rmSync(referenceDir, { recursive: true, force: true });
 await gcp.stop();
 await vault.stop();
-console.log(`sidecar: 100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak…`);
+progress.begin('sidecar soak');
+progress.note(`100 secrets at a 1 s interval, ${SOAK_SECONDS} s soak`);
 const sidecar = await benchSidecar(moto, SOAK_SECONDS);
-console.log('sidecar: one secret’s RSS against an idle Node…');
+progress.begin('sidecar RSS');
+progress.note('one secret’s RSS against an idle Node');
 const sidecarRss = await benchSidecarRss(moto, references);
-console.log('sidecar: its postStart hook, waiting and returning…');
+progress.begin('postStart hook');
+progress.note('waiting and returning');
 const postStart = await benchPostStart(moto, Math.min(ROUNDS, 9));
-console.log('images: sizes and container cold start…');
+progress.begin('images');
+progress.note('sizes and container cold start');
 const images = await benchImages(moto.endpoint, 'aws:bench/0#value', Math.min(ROUNDS, 9));
-console.log('agent memory: containers as the node counts them (cgroup working set, anonymous, RSS)…');
+progress.begin('agent memory');
+progress.note('containers as the node counts them (cgroup working set, anonymous, RSS)');
 const agentMemory = await benchAgentMemory(moto, {
-  settleSeconds: Number(process.env.BENCH_MEMORY_SETTLE_SECONDS ?? 45),
-  trialLimits: (process.env.BENCH_MEMORY_TRIAL_LIMITS ?? '96Mi,104Mi,112Mi').split(',').filter(Boolean),
+  settleSeconds: MEMORY_SETTLE_SECONDS,
+  trialLimits: MEMORY_TRIAL_LIMITS,
 });
-console.log('small sidecar: between refreshes, CPU, runs and logins, beside today’s sidecar…');
+progress.begin('small sidecar');
+progress.note('between refreshes, CPU, runs and logins, beside the Node sidecar');
 const smallSidecar = await benchSmallSidecar(moto, {
-  settleSeconds: Number(process.env.BENCH_SMALL_SETTLE_SECONDS ?? 20),
-  windowSeconds: Number(process.env.BENCH_SMALL_WINDOW_SECONDS ?? 30),
+  settleSeconds: SMALL_SETTLE_SECONDS,
+  windowSeconds: SMALL_WINDOW_SECONDS,
+  timelineSeconds: SMALL_TIMELINE_SECONDS,
 });
+progress.begin('pod start');
+progress.note('an injected pod in podman against the same pod without injection');
+const podStart = await benchPodStart(moto, POD_ROUNDS);
 await moto.stop();
-console.log('atomicity: >= 10^6 reads against >= 10^4 swaps…');
+progress.begin('atomicity');
+progress.note('>= 10^6 reads against >= 10^4 swaps');
 const atomicity = await benchAtomicity(1_000_000, 10_000);
-console.log('webhook: admission latency and throughput over keep-alive HTTPS…');
+progress.begin('webhook');
+progress.note('admission latency and throughput over keep-alive HTTPS');
 const webhook = await benchWebhook();
-console.log('env wrapper: what it adds to an app container’s start…');
+progress.begin('env wrapper');
+progress.note('what it adds to an app container’s start');
 const envExec = await benchEnvExec();
+progress.begin('release');
+progress.note('push, sign, attest and verify both images on a loopback registry');
+const release = await benchRelease(RELEASE_ROUNDS);
+const durationSeconds = progress.finish();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const m = Object.fromEntries(cases.map((c) => [c.name, median(samples.get(c.name)!)]));
@@ -326,6 +390,8 @@ console.log(`\n${formatImageFigures(images)}`);
 console.log(`\n${formatAgentMemory(agentMemory)}`);
 console.log(`\n${formatSmallSidecar(smallSidecar)}`);
 console.log(`\n${formatEnvExec(envExec)}`);
+console.log(`\n${formatPodStart(podStart)}`);
+console.log(`\n${formatRelease(release)}`);
 
 // Issue 12's table, "cost per pod": every row against its floor, measured in this run.
 const replicas = webhook.modes.replicas;
@@ -397,8 +463,42 @@ console.log(`\ncost per pod (issue 12), each against its floor in this run\n`);
 console.log('| figure | value | target |\n| --- | ---: | ---: |');
 for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${value} | ${target} |`);
 
-mkdirSync(join(root, 'bench/results'), { recursive: true });
-writeFileSync(
-  join(root, 'bench/results/latest.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), node: process.version, rounds: ROUNDS, rows, ratios, sidecar, sidecarRss, postStart, atomicity, webhook, images, agentMemory, smallSidecar, envExec, targets }, null, 2)}\n`,
-);
+const git = (...args: string[]) => spawnSync('git', args, { cwd: root, encoding: 'utf8' }).stdout.trim();
+const results: BenchResults = {
+  schema: RESULTS_SCHEMA,
+  commit: git('rev-parse', 'HEAD'),
+  dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+  date: new Date().toISOString(),
+  durationSeconds: Math.round(durationSeconds),
+  command: 'npm run bench',
+  settings: {
+    BENCH_ROUNDS: ROUNDS,
+    BENCH_SOAK_SECONDS: SOAK_SECONDS,
+    BENCH_MEMORY_SETTLE_SECONDS: MEMORY_SETTLE_SECONDS,
+    BENCH_MEMORY_TRIAL_LIMITS: MEMORY_TRIAL_LIMITS.join(','),
+    BENCH_SMALL_SETTLE_SECONDS: SMALL_SETTLE_SECONDS,
+    BENCH_SMALL_WINDOW_SECONDS: SMALL_WINDOW_SECONDS,
+    BENCH_SMALL_TIMELINE_SECONDS: SMALL_TIMELINE_SECONDS,
+    BENCH_POD_ROUNDS: POD_ROUNDS,
+    BENCH_RELEASE_ROUNDS: RELEASE_ROUNDS,
+  },
+  machine: machine.stop(),
+  figures: collectFigures({
+    coldStartMs: m,
+    sidecar,
+    sidecarRss,
+    postStart,
+    images,
+    agentMemory,
+    smallSidecar,
+    atomicity,
+    webhook,
+    envExec,
+    podStart,
+    release,
+  }),
+  series: collectSeries(smallSidecar),
+};
+mkdirSync(dirname(RESULTS_PATH), { recursive: true });
+writeFileSync(RESULTS_PATH, `${JSON.stringify(results, null, 2)}\n`);
+console.log(`\n${Object.keys(results.figures).length} figures written to ${RESULTS_PATH}`);

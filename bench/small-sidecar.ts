@@ -48,6 +48,15 @@ export interface SmallSidecarOptions {
   readonly settleSeconds: number;
   /** The idle CPU window, and the 1 s-interval window. */
   readonly windowSeconds: number;
+  /** The timeline: how long the three containers run side by side at a 60 s interval, sampled each second. */
+  readonly timelineSeconds: number;
+}
+
+/** One container's memory each second of the timeline: [seconds since it was ready, MiB]. */
+export interface TimelineSeries {
+  readonly label: string;
+  readonly what: 'working set' | 'peak usage within the second';
+  readonly points: readonly (readonly [number, number])[];
 }
 
 export interface IdleRow {
@@ -80,7 +89,12 @@ export interface SmallSidecarFigures {
     readonly perLaterRun: number;
     readonly laterRuns: number;
   }[];
+  /** Side by side at TIMELINE_INTERVAL: the working set of each, and the small sidecar's peaks (its runs). */
+  readonly timeline: { readonly refreshInterval: string; readonly series: readonly TimelineSeries[] };
 }
+
+/** The timeline's refresh interval: the shortest the webhook gives the small sidecar. */
+const TIMELINE_INTERVAL = '60s';
 
 /** A run that hands back nothing and asks for a day: the resident, then, alone. */
 const IDLE_RUN = [
@@ -302,7 +316,49 @@ export async function benchSmallSidecar(
       await c.agent.stop();
       running.delete(c.agent);
     }
-    return { idle, cpu, run, logins };
+    // The timeline: the three side by side, each sampled once a second over a few refresh intervals; the
+    // small sidecar's peak is reset each second, so a run's brief rise shows although a sample misses it.
+    const timed = [];
+    for (const v of variants.filter((x) => x.label !== 'resident alone'))
+      timed.push({
+        ...v,
+        c: await start(`timeline ${v.label}`, v.command, { ...v.env, REFRESH_INTERVAL: TIMELINE_INTERVAL }),
+      });
+    const series = timed.flatMap((t) => [
+      { label: t.label, what: 'working set' as const, points: [] as [number, number][] },
+      ...(t.label === 'small sidecar'
+        ? [
+            {
+              label: t.label,
+              what: 'peak usage within the second' as const,
+              points: [] as [number, number][],
+            },
+          ]
+        : []),
+    ]);
+    const began = Date.now();
+    for (const t of timed) resetPeak(layout, join(layout.memoryRoot, t.c.cgroup));
+    while (Date.now() - began < options.timelineSeconds * 1000) {
+      await sleep(1000 - ((Date.now() - began) % 1000));
+      const at = Math.round((Date.now() - began) / 100) / 10;
+      for (const t of timed) {
+        const dir = join(layout.memoryRoot, t.c.cgroup);
+        const m = readMemory(layout, dir);
+        series
+          .find((x) => x.label === t.label && x.what === 'working set')!
+          .points.push([at, m.workingSetMiB]);
+        const peak = series.find((x) => x.label === t.label && x.what !== 'working set');
+        if (peak && m.peakUsageMiB !== undefined) {
+          peak.points.push([at, m.peakUsageMiB]);
+          resetPeak(layout, dir);
+        }
+      }
+    }
+    for (const t of timed) {
+      await t.c.agent.stop();
+      running.delete(t.c.agent);
+    }
+    return { idle, cpu, run, logins, timeline: { refreshInterval: TIMELINE_INTERVAL, series } };
   } finally {
     for (const a of running) await a.stop().catch(() => undefined);
     removeCgroupTree(layout, root);
@@ -348,6 +404,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const figures = await benchSmallSidecar(moto, {
       settleSeconds: Number(process.env.BENCH_SMALL_SETTLE_SECONDS ?? 20),
       windowSeconds: Number(process.env.BENCH_SMALL_WINDOW_SECONDS ?? 30),
+      timelineSeconds: Number(process.env.BENCH_SMALL_TIMELINE_SECONDS ?? 200),
     });
     console.log(formatSmallSidecar(figures));
   } finally {

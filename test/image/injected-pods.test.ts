@@ -1,17 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import {
-  copyFileSync,
-  lstatSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { cgroupLayout, readMemory } from '../../bench/memory-cgroup.ts';
@@ -25,31 +15,11 @@ import { call } from '../webhook/https-call.ts';
 import { certDir, makeServingPair, type ServingPair } from '../webhook/tls-certs.ts';
 import { builtImages, runContainer, type RunningContainer } from './podman.ts';
 import { runPod, TRANSLATIONS, type PodRun } from './run-pod.ts';
+import { sampleAppImage } from './sample-app-image.ts';
 import { startWebhookImage } from './webhook-image.ts';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const APP = 'app';
-
-/**
- * The sample app (sample-app.ts) on the images' runtime base: a real image, as a pod names one. Its
- * USER is the base's (65532) unless `user` is given: the uid a pod without securityContext runs as.
- */
-async function sampleAppImage(user?: number): Promise<string> {
-  const { podman, manifest } = builtImages();
-  const context = mkdtempSync(join(tmpdir(), 'secret-agent-sample-app-'));
-  try {
-    copyFileSync(new URL('./sample-app.ts', import.meta.url), join(context, 'sample-app.ts'));
-    writeFileSync(
-      join(context, 'Containerfile'),
-      `FROM ${manifest.runtime.ref}\nCOPY sample-app.ts /app/sample-app.ts\n${user === undefined ? '' : `USER ${user}:${user}\n`}ENTRYPOINT ["/nodejs/bin/node", "/app/sample-app.ts"]\n`,
-    );
-    const ref = `localhost/secret-agent-test/sample-app:${user === undefined ? 'latest' : `user-${user}`}`;
-    await podman.runAsync(['build', '--pull=never', '-q', '-t', ref, context]);
-    return ref;
-  } finally {
-    rmSync(context, { recursive: true, force: true });
-  }
-}
 
 describe('injected pods, run in podman with both images: the webhook image patches, the agent image delivers', () => {
   let moto: Moto;
