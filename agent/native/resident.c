@@ -5,7 +5,7 @@
  *
  *   resident -- RUN_ARGV...            e.g. resident -- /nodejs/bin/node --snapshot-blob /app/agent.blob --
  *
- * Env: AGENT_HTTP_ADDR (HOST:PORT, HOST an IPv4 address, [IPv6] or empty; default 0.0.0.0:8099; port 0
+ * Env: AGENT_HTTP_ADDR (HOST:PORT, HOST an IPv4 address, [IPv6] or empty; default ADDR_DEFAULT; port 0
  * picks one, named on stderr), AGENT_RUN_DEADLINE (Go duration 1s..1h, default 2m). Bad values: exit 2.
  *
  * A run gets the resident's env plus AGENT_HANDOFF_FDS=3,4 and stdin/stdout/stderr as they are.
@@ -69,6 +69,9 @@
 #define BACKOFF_BASE_MS 1000
 #define BACKOFF_MAX_MS 300000L
 #define MAGIC "secret-agent-outcome 1"
+/* The agent's own default (agent/contract/agent-settings.ts, AGENT_HTTP_ADDR): the pod's loopback, which no
+   other pod reaches. The webhook renders no AGENT_HTTP_ADDR where its own setting is this: a test compares them. */
+#define ADDR_DEFAULT "127.0.0.1:8099"
 /* The agent's help texts (agent/serve/metrics.ts, METRIC_DOCS), word for word: a test compares them. */
 #define RUNS_HELP \
   "Agent runs by outcome: ok (refreshed every secret), failed (could not refresh every secret, exited " \
@@ -173,7 +176,7 @@ static long parse_duration(const char *s) {
 
 static void open_listener(void) {
   const char *text = getenv("AGENT_HTTP_ADDR");
-  const char *addr = text ? text : "0.0.0.0:8099", *colon = strrchr(addr, ':');
+  const char *addr = text ? text : ADDR_DEFAULT, *colon = strrchr(addr, ':');
   char host[64];
   long port;
   struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};

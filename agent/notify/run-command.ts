@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { DISABLE_SIGUSR1 } from '../contract/no-inspector.ts';
 import { accessSync, constants, statSync } from 'node:fs';
 import { ConfigError, ConfigErrors, quote } from '../contract/errors.ts';
 import type { Logger } from '../log.ts';
@@ -19,7 +20,7 @@ const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 /** Splits ROTATION_COMMAND into argv; `node` means the agent's own Node (distroless has it off PATH). */
 export function commandArgv(command: string): string[] {
   const argv = command.trim().split(/\s+/);
-  if (argv[0] === 'node') argv[0] = process.execPath;
+  if (argv[0] === 'node') argv.splice(0, 1, process.execPath, DISABLE_SIGUSR1);
   return argv;
 }
 
@@ -100,7 +101,12 @@ export function createRunCommandNotifier(options: RunCommandOptions, log: Logger
       let stopped: 'timeout' | 'aborted' | undefined;
       let killTimer: NodeJS.Timeout | undefined;
       const child = spawn(argv[0]!, argv.slice(1), {
-        env: { PATH: process.env.PATH ?? DEFAULT_PATH, SECRETS_ROTATED_FILES: event.changedFiles.join(',') },
+        env: {
+          PATH: process.env.PATH ?? DEFAULT_PATH,
+          SECRETS_ROTATED_FILES: event.changedFiles.join(','),
+          // A Node program it runs (`#!/usr/bin/env node`) gets the flag too (agent/contract/no-inspector.ts).
+          NODE_OPTIONS: DISABLE_SIGUSR1,
+        },
         stdio: 'ignore',
       });
       const stop = (why: 'timeout' | 'aborted') => {

@@ -49,7 +49,7 @@ describe('ROTATION_COMMAND: a program run by the agent', () => {
     deleteBarePod: false,
   });
 
-  it('runs `node script args` without a shell; the program sees SECRETS_ROTATED_FILES and PATH only', async () => {
+  it('runs `node script args` without a shell; the program sees SECRETS_ROTATED_FILES, PATH and NODE_OPTIONS (no inspector) only', async () => {
     const out = join(dir, 'seen.json');
     const printed = canary('printed');
     const agentSecret = canary('agent-env');
@@ -68,7 +68,12 @@ describe('ROTATION_COMMAND: a program run by the agent', () => {
       assert.deepEqual(await notifier!.notify(EVENT, new AbortController().signal), { ok: true });
       const seen = JSON.parse(readFileSync(out, 'utf8')) as { argv: string[]; env: Record<string, string> };
       assert.deepEqual(seen.argv, [out, '0', '0', printed]);
-      assert.deepEqual(Object.keys(seen.env).sort(), ['PATH', 'SECRETS_ROTATED_FILES']);
+      assert.deepEqual(Object.keys(seen.env).sort(), ['NODE_OPTIONS', 'PATH', 'SECRETS_ROTATED_FILES']);
+      assert.equal(
+        seen.env.NODE_OPTIONS,
+        '--disable-sigusr1',
+        'a Node program opens no inspector on a signal',
+      );
       assert.equal(seen.env.SECRETS_ROTATED_FILES, 'db/password,api-key');
       assert.equal(seen.env.PATH, process.env.PATH);
       assertNoCanary(text(), 'command notifier logs');
@@ -137,6 +142,7 @@ describe('ROTATION_COMMAND: a program run by the agent', () => {
   it('splits on any whitespace; `node` is the agent’s own Node binary', () => {
     assert.deepEqual(commandArgv('  node  /app/reload.js\t--all '), [
       process.execPath,
+      '--disable-sigusr1',
       '/app/reload.js',
       '--all',
     ]);

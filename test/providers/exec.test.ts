@@ -3,6 +3,7 @@
  * directory, spawned for real), and the built agent (dist/agent.js) end to end with the same helpers.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -151,8 +152,32 @@ describe('exec provider', () => {
       SERVICE_ACCOUNT_CA_FILE: '/sa/ca.crt',
       KUBERNETES_SERVICE_HOST: '10.0.0.1',
       KUBERNETES_SERVICE_PORT: '443',
+      NODE_OPTIONS: '--disable-sigusr1',
     });
     assert.deepEqual(Object.keys(seen.env).sort(), HELPER_ENV.map((v) => v.name).sort());
+  });
+
+  it('a helper written for Node opens no inspector on SIGUSR1 (a container of the pod may send it), and a Node without the flag does', async () => {
+    // The helper signals itself, then says whether Node's inspector listens: as another container's
+    // SIGUSR1 would, in a pod that shares its process namespace.
+    const body =
+      "process.kill(process.pid, 'SIGUSR1'); setTimeout(() => process.stdout.write(require('node:inspector').url() ? 'inspector open' : 'no inspector'), 500);";
+    helper('signal-self', body);
+    const provider = openExecProvider(
+      { pod: POD, agentVersion: '9', serviceAccountDir: '/sa' },
+      { env: { EXEC_HELPERS_DIR: helpers } },
+    );
+    const [outcome] = await provider.fetch([ref('exec:signal-self/now')], {
+      signal: AbortSignal.timeout(30_000),
+    });
+    await provider.close?.();
+    assert.equal(value(outcome!).text, 'no inspector');
+    // The control: the same program, the same Node, without NODE_OPTIONS, on a port of its own.
+    const control = spawnSync(process.execPath, ['--inspect-port=127.0.0.1:0', '-e', body], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    assert.equal(control.stdout, 'inspector open', control.stderr);
   });
 
   it('takes the version from a well-formed version line on stderr, else hashes the value', async () => {

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { encodeOutcome, step, type RunStep } from './run-plan.ts';
 import { rawRequest, residentBinary, residentKiB, startResident } from './resident-process.ts';
 
@@ -348,6 +349,18 @@ function runToExit(
 }
 
 describe('resident: its settings', () => {
+  it('without AGENT_HTTP_ADDR it serves the agent’s own default, the pod’s loopback (the webhook then renders none)', async () => {
+    const { stderr } = await runToExit({ PATH: process.env.PATH ?? '/usr/bin:/bin' });
+    const expected = AGENT_SETTINGS.AGENT_HTTP_ADDR.default!;
+    assert.equal(expected, '127.0.0.1:8099');
+    // Serving there, or refused because something of this machine holds the port: either names it.
+    assert.ok(
+      stderr.includes(`on ${expected}\n`) || stderr.includes(`"${expected}" is already in use`),
+      stderr,
+    );
+    assert.doesNotMatch(stderr, /0\.0\.0\.0/);
+  });
+
   const cases: [string, Record<string, string>, RegExp][] = [
     [
       'AGENT_HTTP_ADDR without a port',

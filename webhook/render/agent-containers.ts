@@ -1,4 +1,5 @@
 import type { AgentMode } from '../../agent/contract/agent-config.ts';
+import { DISABLE_SIGUSR1 } from '../../agent/contract/no-inspector.ts';
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { ENV_EXEC_AGENT_DIR } from '../../agent/contract/env-exec.ts';
@@ -38,13 +39,8 @@ export interface AgentContainer {
   readonly lifecycle?: { readonly postStart: { readonly exec: { readonly command: readonly string[] } } };
 }
 
-/**
- * On every Node process the agent container starts (the entrypoint, the runs, the Node sidecar, the
- * postStart hook): SIGUSR1 must not open Node's inspector. In a pod that shares its process namespace,
- * any container whose user may signal the agent's (its uid, or root with CAP_KILL) could otherwise make
- * it listen on the pod's loopback and run code inside it, reading whatever it holds (a fifth review).
- */
-export const NO_SIGUSR1_INSPECTOR = '--disable-sigusr1';
+/** On every Node process the agent container starts: SIGUSR1 never opens its inspector. */
+export const NO_SIGUSR1_INSPECTOR = DISABLE_SIGUSR1;
 
 /**
  * What the Node sidecar (sidecar-process: node) runs instead of the image's entrypoint (the V8

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { DISABLE_SIGUSR1 } from '../../contract/no-inspector.ts';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigErrors, quote } from '../../contract/errors.ts';
@@ -62,6 +63,10 @@ export const HELPER_ENV: readonly { name: string; doc: string }[] = [
     doc: 'The API server’s address, as the kubelet gives it to the agent (when set).',
   },
   { name: 'KUBERNETES_SERVICE_PORT', doc: 'The API server’s port (when set).' },
+  {
+    name: 'NODE_OPTIONS',
+    doc: `\`${DISABLE_SIGUSR1}\`: a helper written for Node (\`#!/nodejs/bin/node\`) never opens its inspector on a signal from another container of the pod.`,
+  },
 ];
 
 /** The stderr line a helper may print to name the value's version (else it is a hash of the value). */
@@ -130,6 +135,7 @@ export function helperEnvironment(options: ProviderOptions, env: Env): Record<st
     SERVICE_ACCOUNT_CA_FILE: join(saDir, 'ca.crt'),
     ...(host ? { KUBERNETES_SERVICE_HOST: host } : {}),
     ...(host && port ? { KUBERNETES_SERVICE_PORT: port } : {}),
+    NODE_OPTIONS: DISABLE_SIGUSR1,
   };
 }
 
