@@ -111,7 +111,7 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy: 'by convention: launchers, start scripts and runtimes',
     why: 'a program’s options or arguments, which a start script passes to the JVM, Node, an interpreter or a shell, or evaluates: `-javaagent:` and `-XX:OnOutOfMemoryError=cmd` in `KAFKA_OPTS` or `SBT_OPTS`, `-eval` in `ERL_FLAGS`, `GOFLAGS`, any launcher’s `*_OPTS` no list names',
-    suffixes: ['OPT', 'OPTS', 'OPTIONS', 'ARGS', 'ARGUMENTS', 'FLAGS'],
+    suffixes: ['OPT', 'OPTS', 'OPTIONS', 'ARGS', 'ARGUMENTS', 'FLAGS', '_EXTRA'],
     holds: 'a program’s options or arguments',
   }),
   family({
@@ -178,6 +178,7 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
       'CONFIGURATOR',
       '_INCLUDE',
       'LOADER',
+      'ENVVARS',
     ],
     infixes: ['STARTUP'],
     holds: 'code or a start-up file that a program loads',

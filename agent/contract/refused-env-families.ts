@@ -69,6 +69,31 @@ const SETTING_CREDENTIAL_ENDINGS = [...CREDENTIAL_ENDINGS, '_KEY', '_CONN', '_DS
 /** The readers’ own names, by who reads them (the conventions: refused-env-conventions.ts). */
 export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
+    readBy:
+      'official images’ entrypoints and start scripts (wordpress, php-apache, WildFly, Hadoop, Spark, Elasticsearch, ZooKeeper, Jetty, Cassandra, Flask)',
+    why: 'code the script runs or sources, or a setting that opens the server to whoever reaches it: `WORDPRESS_CONFIG_EXTRA` (PHP that `wp-config-docker.php` evaluates), `APACHE_ENVVARS` and WildFly’s `RUN_CONF` (files sourced), every `HADOOP_` name (`hadoop-functions.sh` evaluates them: a quote breaks out), `SPARK_JAVA_OPT_*` (each a JVM option), Elasticsearch’s `ES_SETTING_*` (security switched off), ZooKeeper’s `JMXPORT` and its kin (remote JMX without authentication), Jetty’s `JETTY_*`, `CASSANDRA_CONF` and Spring Boot’s `CONF_FOLDER` (directories whose scripts run), Flask’s debugger (`FLASK_DEBUG`, `WERKZEUG_DEBUG_PIN`)',
+    names: [
+      'WORDPRESS_CONFIG_EXTRA',
+      'RUN_CONF',
+      'JMXPORT',
+      'JMXAUTH',
+      'JMXSSL',
+      'JMXLOG4J',
+      'CASSANDRA_CONF',
+      'CONF_FOLDER',
+      'FLASK_DEBUG',
+      'WERKZEUG_DEBUG_PIN',
+    ],
+    // Whatever the name ends with: these scripts take every name under the prefix.
+    prefixes: ['HADOOP_', 'SPARK_JAVA_OPT_', 'ES_SETTING_', 'JETTY_'],
+  }),
+  family({
+    readBy: 'Neo4j’s image entrypoint, which writes every NEO4J_ name into neo4j.conf',
+    why: 'a setting of the server, `server.jvm.additional` (JVM arguments: `-javaagent:`) among them; `NEO4J_AUTH`, the initial password, stays a credential',
+    prefixes: ['NEO4J_'],
+    admittedEndings: ['_AUTH'],
+  }),
+  family({
     readBy: 'the dynamic loader (glibc’s ld.so, musl’s)',
     why: 'loads the libraries it names into every dynamically linked program, before `main` (`LD_PRELOAD`, `LD_AUDIT`), or chooses where they come from (`LD_LIBRARY_PATH`); glibc drops every `LD_` variable from a setuid program for that reason',
     prefixes: ['LD_'],
@@ -345,7 +370,6 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
       'MAILCAPS',
       'GUNICORN_CONF',
       'ES_PATH_CONF',
-      'NEO4J_CONF',
       'ODBCINI',
       'ODBCSYSINI',
       'ODBCINSTINI',

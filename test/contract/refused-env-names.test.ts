@@ -449,7 +449,7 @@ describe('the refused env names: the second review’s names (issue 37)', () => 
   });
 });
 
-describe('the refused env names: the fifth review’s names (issue 37)', () => {
+describe('the refused env names: the fifth and sixth reviews’ names (issue 37)', () => {
   it('a qualifier after a convention’s word, a launcher’s program named alone, a reader’s name under leading underscores: refused, naming a rule it matches', () => {
     // Each one ran the secret's value as code, or is the kin of one that did, in a real start script.
     const steering = [
@@ -462,6 +462,17 @@ describe('the refused env names: the fifth review’s names (issue 37)', () => {
       ...['DEBUG', 'DEBUG_PORT', '_PYTHON_SYSCONFIGDATA_NAME', 'RUBY_CRASH_REPORT', 'CELERY_LOADER'],
       // A locale name that is a path loads locale data from it; TMPDIR's older names.
       ...['LC_ALL', 'LANG', 'LC_CTYPE', 'LC_MESSAGES', 'TMP', 'TEMP'],
+      // A sixth review: official images' entrypoints and start scripts that evaluate or source them.
+      ...['WORDPRESS_CONFIG_EXTRA', 'APACHE_ENVVARS', 'RUN_CONF', 'HADOOP_IDENT_STRING', 'HADOOP_LOGLEVEL'],
+      ...[
+        'SPARK_JAVA_OPT_KEY',
+        'SPARK_JAVA_OPT_PASSWORD',
+        'NEO4J_server_jvm_additional',
+        'JMXPORT',
+        'JMXLOG4J',
+      ],
+      ...['CASSANDRA_CONF', 'JETTY_BASE', 'CONF_FOLDER', 'FLASK_DEBUG', 'WERKZEUG_DEBUG_PIN'],
+      ...['ES_SETTING_XPACK_SECURITY_ENABLED', 'MY_OPTS_EXTRA'],
     ];
     for (const name of steering)
       for (const spelt of [name, name.toLowerCase()]) {
