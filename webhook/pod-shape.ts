@@ -53,6 +53,8 @@ export interface PodShape {
     readonly shareProcessNamespace?: boolean;
     /** The node's process namespace: every container sees the agent's processes, as with shareProcessNamespace. */
     readonly hostPID?: unknown;
+    /** The node's network namespace: the agent's loopback port would be the node's (agent-http-port.ts). */
+    readonly hostNetwork?: unknown;
     readonly restartPolicy?: unknown;
     readonly automountServiceAccountToken?: unknown;
     readonly securityContext?: {

@@ -1967,6 +1967,26 @@ describe('the agent’s port: the pod’s loopback unless the cluster scrapes it
     assert.equal(own.url, '--url=http://[::1]:8199/readyz');
   });
 
+  it('a sidecar in a hostNetwork pod, whose loopback is the node’s, or on a port the agent picks, is refused naming the fix; init alone is admitted', () => {
+    const refusal = (annotations: Record<string, string>, spec: Partial<PodDoc['spec']> = {}) => {
+      const pod = basicPod({ 'secret-agent.io/secret-db': 'aws:prod/db#password', ...annotations }, spec);
+      const result = admit(pod, CLUSTER);
+      return result.outcome === 'injected' ? undefined : result.review.response.status?.message;
+    };
+    for (const mode of ['init+sidecar', 'sidecar'])
+      assert.match(
+        refusal({ 'secret-agent.io/mode': mode }, { hostNetwork: true }) ?? '',
+        /secret-agent\.io\/mode: the pod sets hostNetwork: true, .*Fix: use secret-agent\.io\/mode: init/,
+        mode,
+      );
+    assert.equal(refusal({ 'secret-agent.io/mode': 'init' }, { hostNetwork: true }), undefined);
+    assert.equal(refusal({}, { hostNetwork: false }), undefined);
+    assert.match(
+      refusal({ 'secret-agent.io/agent-http-addr': '127.0.0.1:0' }) ?? '',
+      /secret-agent\.io\/agent-http-addr: "127\.0\.0\.1:0" lets the agent pick its port.*Fix: name the port/,
+    );
+  });
+
   it('a cluster setting that binds neither the loopback nor every address is refused at start, naming it', () => {
     assert.throws(
       () => injectionDefaults({ AGENT_HTTP_ADDR: '10.0.0.1:8099' }),

@@ -170,6 +170,7 @@ function podView(pod: Record<string, unknown>): PodShape {
     volumes: listView(spec.volumes, volumeView),
     shareProcessNamespace: spec.shareProcessNamespace as boolean | undefined,
     hostPID: spec.hostPID,
+    hostNetwork: spec.hostNetwork,
     restartPolicy: spec.restartPolicy,
     automountServiceAccountToken: spec.automountServiceAccountToken,
     securityContext:

@@ -45,6 +45,25 @@ export function agentHttpPort(
     'AGENT_HTTP_ADDR',
   );
   if (sidecar) {
+    // In the node's network namespace the loopback is the node's: every hostNetwork pod and node process
+    // reaches the port, two such pods on a node take the same one, and a postStart hook could be answered
+    // by another pod's agent, letting the app start before its own files exist.
+    if (pod.spec.hostNetwork === true)
+      errors.push(
+        new ConfigError(
+          `${PREFIX}mode`,
+          `the pod sets hostNetwork: true, where a sidecar's port would be the node's, shared with every other hostNetwork pod and answerable by another pod's agent`,
+          'use secret-agent.io/mode: init (the files are written once, before the app starts, with no port), or run the pod without hostNetwork',
+        ),
+      );
+    if (addr.port === 0)
+      errors.push(
+        new ConfigError(
+          `${PREFIX}agent-http-addr`,
+          `${quote(httpAddr!.value)} lets the agent pick its port, which the postStart hook cannot know`,
+          'name the port, e.g. 127.0.0.1:8099',
+        ),
+      );
     try {
       parseAgentHttpAddr(
         httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!,
