@@ -116,7 +116,7 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
   }),
   family({
     readBy: 'by convention: programs that run a command, a script or a hook',
-    why: 'a command line, program or script a program runs (`GIT_SSH_COMMAND`, `PROMPT_COMMAND`, `MANPAGER`, `SUDO_ASKPASS`, `RUSTC_WRAPPER`, `CHROME_BIN`, .NET’s startup hooks, `FCEDIT` and `LESSEDIT`, a compiler `TS_NODE_COMPILER` loads)',
+    why: 'a command line, program or script a program runs (`GIT_SSH_COMMAND`, `PROMPT_COMMAND`, `MANPAGER`, `SUDO_ASKPASS`, `RUSTC_WRAPPER`, `CHROME_BIN`, .NET’s startup hooks, `FCEDIT` and `LESSEDIT`, a compiler `TS_NODE_COMPILER` loads, an expression a script pastes into a program, as nginx’s image pastes `NGINX_ENVSUBST_FILTER` into awk)',
     suffixes: [
       'CMD',
       'COMMAND',
@@ -144,6 +144,7 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
       '_LINKER',
       '_RUNNER',
       'PROVIDER',
+      '_FILTER',
     ],
     holds: 'a command, a program or a script that a program runs',
   }),

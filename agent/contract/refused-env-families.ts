@@ -71,9 +71,10 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy:
       'official images’ entrypoints and start scripts (wordpress, php-apache, WildFly, Hadoop, Spark, Elasticsearch, ZooKeeper, Jetty, Cassandra, Flask)',
-    why: 'code the script runs or sources, or a setting that opens the server to whoever reaches it: `WORDPRESS_CONFIG_EXTRA` (PHP that `wp-config-docker.php` evaluates), `APACHE_ENVVARS` and WildFly’s `RUN_CONF` (files sourced), every `HADOOP_` name (`hadoop-functions.sh` evaluates them: a quote breaks out), `SPARK_JAVA_OPT_*` (each a JVM option), Elasticsearch’s `ES_SETTING_*` (security switched off), ZooKeeper’s `JMXPORT` and its kin (remote JMX without authentication), Jetty’s `JETTY_*`, `CASSANDRA_CONF` and Spring Boot’s `CONF_FOLDER` (directories whose scripts run), Flask’s debugger (`FLASK_DEBUG`, `WERKZEUG_DEBUG_PIN`)',
+    why: 'code the script runs or sources, or a setting that opens the server to whoever reaches it: `WORDPRESS_CONFIG_EXTRA` (PHP that `wp-config-docker.php` evaluates), `APACHE_ENVVARS` and WildFly’s `RUN_CONF` (files sourced), every `HADOOP_` name (`hadoop-functions.sh` evaluates them: a quote breaks out), `SPARK_JAVA_OPT_*` (each a JVM option), Elasticsearch’s `ES_SETTING_*` (security switched off), ZooKeeper’s `JMXPORT` and its kin (remote JMX without authentication), Jetty’s `JETTY_*`, `CASSANDRA_CONF` and Spring Boot’s `CONF_FOLDER` (directories whose scripts run), Flask’s debugger (`FLASK_DEBUG`, `WERKZEUG_DEBUG_PIN`), postgres’s `POSTGRES_HOST_AUTH_METHOD` (`trust`: a superuser without a password, who runs commands with `COPY … FROM PROGRAM`)',
     names: [
       'WORDPRESS_CONFIG_EXTRA',
+      'POSTGRES_HOST_AUTH_METHOD',
       'RUN_CONF',
       'JMXPORT',
       'JMXAUTH',

@@ -473,6 +473,8 @@ describe('the refused env names: the fifth and sixth reviews’ names (issue 37)
       ],
       ...['CASSANDRA_CONF', 'JETTY_BASE', 'CONF_FOLDER', 'FLASK_DEBUG', 'WERKZEUG_DEBUG_PIN'],
       ...['ES_SETTING_XPACK_SECURITY_ENABLED', 'MY_OPTS_EXTRA'],
+      // A seventh: nginx's image pastes its filter into awk; postgres's trust opens a superuser.
+      ...['NGINX_ENVSUBST_FILTER', 'ENVSUBST_FILTER', 'ODOO_ENVSUBST_FILTER', 'POSTGRES_HOST_AUTH_METHOD'],
     ];
     for (const name of steering)
       for (const spelt of [name, name.toLowerCase()]) {
