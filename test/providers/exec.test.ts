@@ -446,7 +446,7 @@ describe('exec: references through the built agent', () => {
     const password = canary('exec-password');
     write(
       'vault-ish',
-      `process.stdout.write(JSON.stringify({ password: ${JSON.stringify(password)}, asked: process.argv[2], env: Object.keys(process.env).sort(), pod: process.env.POD_NAMESPACE + '/' + process.env.POD_NAME }));`,
+      `process.stdout.write(JSON.stringify({ password: ${JSON.stringify(password)}, asked: process.argv[2], env: Object.keys(process.env).sort(), nodeOptions: process.env.NODE_OPTIONS, pod: process.env.POD_NAMESPACE + '/' + process.env.POD_NAME }));`,
     );
     const run = await runAgent({
       SECRETS_DIR: secrets.path,
@@ -464,12 +464,15 @@ describe('exec: references through the built agent', () => {
     const seen = JSON.parse(readFileSync(join(secrets.path, 'db.json'), 'utf8')) as {
       asked: string;
       env: string[];
+      nodeOptions: string;
       pod: string;
     };
     assert.equal(seen.asked, 'prod/db');
     assert.equal(seen.pod, 'shop/web-1');
     assert.ok(!seen.env.includes('AWS_SECRET_ACCESS_KEY'), 'the agent’s credentials stay with the agent');
-    assert.ok(!seen.env.includes('SECRETS_DIR') && !seen.env.includes('NODE_OPTIONS'));
+    assert.ok(!seen.env.includes('SECRETS_DIR'));
+    // Never the agent's NODE_OPTIONS (its heap cap): the helper's own, which keeps its inspector shut.
+    assert.equal(seen.nodeOptions, '--disable-sigusr1');
   });
 
   it('retries a helper that exits 75 with the usual backoff, then delivers', async () => {
