@@ -1,8 +1,8 @@
 /**
- * The charts of docs/performance.md and the README, drawn from the last committed bench run by
- * `npm run docs` into docs/figures/*.svg (bench/report/svg-chart.ts draws): what a reader would rather
- * look at than read. Each names the run it came from; test/docs/performance.test.ts keeps them equal
- * to the results file.
+ * The charts of docs/performance.md and the README, to be drawn from the last committed bench run by
+ * `npm run docs` into docs/figures/*.svg once one is committed (issue 38; bench/report/svg-chart.ts
+ * draws): what a reader would rather look at than read. Each names the run it came from
+ * (test/docs/figure-tables.test.ts).
  */
 import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
 import { barChart, lineChart } from '../bench/report/svg-chart.ts';

@@ -1,13 +1,12 @@
 /**
- * The README's and docs/performance.md's figure tables, rendered from the last committed bench run
- * (bench/results/latest.json) by `npm run docs`: nothing in them is typed by hand, and a test fails
- * when a document and the results file disagree (test/docs/performance.test.ts).
+ * The README's and docs/performance.md's figure tables, to be rendered from the last committed bench run
+ * (bench/results/latest.json) by `npm run docs` once one is committed (issue 38): nothing in them typed
+ * by hand. test/docs/figure-tables.test.ts renders each from a run's figures.
  */
 import { AGENT_SETTINGS } from '../agent/contract/agent-settings.ts';
 import { WEBHOOK_SETTINGS } from '../webhook/config/settings.ts';
 import { formatDuration } from '../bench/progress.ts';
-import { format, resolveConfig } from 'prettier';
-import { FigureBook, renderInline } from './figure-format.ts';
+import { FigureBook } from './figure-format.ts';
 
 const table = (
   header: readonly string[],
@@ -527,24 +526,3 @@ export const PERFORMANCE_TABLES: Readonly<Record<string, (b: FigureBook) => stri
   'agent-containers': agentContainers,
   'limit-trials': limitTrials,
 };
-
-/** The documents whose figures `npm run docs` renders from the last bench run, and where its charts go. */
-export const FIGURE_DOCS = ['README.md', 'docs/performance.md'] as const;
-export const CHART_DIR = 'docs/figures';
-
-const BLOCK = /<!-- figures:([a-z-]+) -->\n[\s\S]*?<!-- \/figures:\1 -->/g;
-
-/**
- * A document with every `<!-- figures:NAME -->` block and inline figure rendered from `book`, then
- * formatted as `npm run format` would (the document is prettier-checked like any other).
- */
-export async function renderFigureDoc(text: string, path: string, book: FigureBook): Promise<string> {
-  const blocks = text.replace(BLOCK, (_, name: string) => {
-    const render = PERFORMANCE_TABLES[name];
-    if (!render)
-      throw new Error(`${path}: a figures block "${name}" that docs/performance-tables.ts does not know`);
-    return `<!-- figures:${name} -->\n\n${render(book)}\n\n<!-- /figures:${name} -->`;
-  });
-  const config = (await resolveConfig(path)) ?? {};
-  return format(renderInline(blocks, book), { ...config, filepath: path });
-}

@@ -28,11 +28,7 @@ const IN_A_ROW = 'secret_agent_resident_consecutive_failures';
 /** Every sample a test reads, by name: what the process said at one moment. */
 async function signals(s: ServingSidecar): Promise<Record<string, number | undefined>> {
   const names = [FAILURES, FETCH_FAILED, LAST_SUCCESS, 'secret_agent_ready', OK_RUNS, FAILED_RUNS, IN_A_ROW];
-  const { body } = await s.get('/metrics');
-  const sample = (series: string) => {
-    const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-    return line === undefined ? undefined : Number(line.slice(series.length + 1));
-  };
+  const sample = await s.sample();
   return {
     ...Object.fromEntries(names.map((n) => [n, sample(n)])),
     healthz: (await s.get('/healthz')).status,

@@ -9,6 +9,7 @@ import { collectFigures, collectSeries } from '../../bench/report/figures.ts';
 import { checkResults } from '../../bench/report/results-file.ts';
 import { WEBHOOK_SETTINGS } from '../../webhook/config/settings.ts';
 import { FigureBook, formatFigure, MissingFigureError, renderInline } from '../../docs/figure-format.ts';
+import { chartCaption, PERFORMANCE_CHARTS } from '../../docs/performance-charts.ts';
 import { PERFORMANCE_TABLES } from '../../docs/performance-tables.ts';
 import { file, measured } from '../bench/measured-fixture.ts';
 
@@ -91,6 +92,41 @@ describe('figures in the docs', () => {
     assert.throws(
       () => renderInline('<!-- default:NO_SUCH -->x<!-- /default -->', book),
       /no webhook setting "NO_SUCH"/,
+    );
+  });
+});
+
+describe('charts of the figures', () => {
+  it('draws each chart from the run, naming the run and every series, bar and the quoted band', () => {
+    const idle = {
+      label: 'idle node: working set',
+      unit: 'MiB' as const,
+      points: [[1, 15] as const],
+      measuredBy: 'bench/x',
+    };
+    const charts = new FigureBook({
+      ...results,
+      series: { ...results.series, 'timeline.idleNode.workingSet': idle },
+    });
+    for (const [name, draw] of Object.entries(PERFORMANCE_CHARTS)) {
+      const svg = draw(charts);
+      assert.ok(svg.startsWith('<svg'), name);
+      assert.ok(svg.includes(chartCaption(charts)), `${name} names the run`);
+      assert.ok(!/undefined|NaN/.test(svg), name);
+    }
+    const workingSet = PERFORMANCE_CHARTS['working-set.svg']!(charts);
+    for (const text of [
+      'small sidecar (default): working set',
+      'Node sidecar',
+      'an idle node (reference)',
+      'as quoted (not measured here)',
+    ])
+      assert.ok(workingSet.includes(text), text);
+    assert.ok(PERFORMANCE_CHARTS['pod-start.svg']!(charts).includes('native sidecar, small (default)'));
+    // A series the run does not hold fails naming it, as a figure does.
+    assert.throws(
+      () => PERFORMANCE_CHARTS['working-set.svg']!(book),
+      /"series timeline\.idleNode\.workingSet"/,
     );
   });
 });

@@ -14,6 +14,8 @@ export interface ServingSidecar {
   get(path: string): Promise<{ status: number; body: string }>;
   /** A series' value in /metrics, or undefined when it is not there. */
   metric(series: string): Promise<number | undefined>;
+  /** One read of /metrics: every series' value as of that moment. */
+  sample(): Promise<(series: string) => number | undefined>;
   output(): { stdout: string; stderr: string };
   /** Resolves with the exit code once the sidecar has ended on its own. */
   readonly exited: Promise<number | null>;
@@ -62,15 +64,19 @@ export async function startServingSidecar(
       ),
     `the ${process_} sidecar to listen`,
   );
+  const sample = async () => {
+    const lines = (await get('/metrics')).body.split('\n');
+    return (series: string) => {
+      const line = lines.find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+  };
   return {
     process: process_,
     port,
     get,
-    async metric(series) {
-      const { body } = await get('/metrics');
-      const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-      return line === undefined ? undefined : Number(line.slice(series.length + 1));
-    },
+    sample,
+    metric: async (series) => (await sample())(series),
     output: () => ({ stdout, stderr }),
     exited,
     async stop() {

@@ -12,11 +12,17 @@ export const WILDCARD_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
  */
 export function parseAgentHttpAddr(text: string, field: string): { host: string; port: number } {
   const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(text, field);
-  if (!LOOPBACK_HOSTS.has(addr.host) && !WILDCARD_HOSTS.has(addr.host))
-    throw new ConfigError(
-      field,
-      `${quote(text)} binds ${quote(addr.host)}, which the postStart hook cannot reach over the pod's loopback`,
-      'bind the loopback (127.0.0.1:8099, the default) or, for Prometheus, every address (0.0.0.0:8099)',
-    );
+  const unreachable = hostProblem(addr.host, text, field);
+  if (unreachable) throw unreachable;
   return addr;
+}
+
+/** Why an address `text` (its host already parsed) is one the hook cannot reach, if it is. */
+export function hostProblem(host: string, text: string, field: string): ConfigError | undefined {
+  if (LOOPBACK_HOSTS.has(host) || WILDCARD_HOSTS.has(host)) return undefined;
+  return new ConfigError(
+    field,
+    `${quote(text)} binds ${quote(host)}, which the postStart hook cannot reach over the pod's loopback`,
+    'bind the loopback (127.0.0.1:8099, the default) or, for Prometheus, every address (0.0.0.0:8099)',
+  );
 }

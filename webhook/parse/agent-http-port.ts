@@ -1,7 +1,7 @@
 import { AGENT_SETTINGS } from '../../agent/contract/agent-settings.ts';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { PREFIX } from '../annotations/annotation.ts';
-import { parseAgentHttpAddr } from '../config/agent-http-address.ts';
+import { hostProblem } from '../config/agent-http-address.ts';
 import type { AgentSettingRequest } from '../injection-request.ts';
 import { AGENT_PORT_NAME } from '../injected-names.ts';
 import { podContainers, type PodShape } from '../pod-shape.ts';
@@ -40,10 +40,8 @@ export function agentHttpPort(
   const allContainers = podContainers(pod);
   // Only a value that parsed is among the agent settings.
   const httpAddr = agentSettings.find((s) => s.env === 'AGENT_HTTP_ADDR');
-  const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(
-    httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!,
-    'AGENT_HTTP_ADDR',
-  );
+  const text = httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!;
+  const addr = AGENT_SETTINGS.AGENT_HTTP_ADDR.parse(text, 'AGENT_HTTP_ADDR');
   if (sidecar) {
     // In the node's network namespace the loopback is the node's: every hostNetwork pod and node process
     // reaches the port, two such pods on a node take the same one, and a postStart hook could be answered
@@ -64,14 +62,8 @@ export function agentHttpPort(
           'name the port, e.g. 127.0.0.1:8099',
         ),
       );
-    try {
-      parseAgentHttpAddr(
-        httpAddr?.value ?? AGENT_SETTINGS.AGENT_HTTP_ADDR.default!,
-        `${PREFIX}agent-http-addr`,
-      );
-    } catch (e) {
-      errors.push(e as ConfigError);
-    }
+    const unreachable = hostProblem(addr.host, text, `${PREFIX}agent-http-addr`);
+    if (unreachable) errors.push(unreachable);
     const portOwner = allContainers.find((c) =>
       (c.ports ?? []).some((port) => port.containerPort === addr.port),
     );
