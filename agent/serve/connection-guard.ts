@@ -44,7 +44,8 @@ export interface ConnectionLimits {
    * past their grace without a request, before any newcomer or (replaceIdle) idle one. The API server,
    * a kubelet probe and a scrape send a request whole, its body in the same few TLS records as its
    * headers; a connection dribbling its body, request after request, was never idle nor silent and
-   * kept the port full (issue 37).
+   * kept the port full (issue 37). Past maxConnections + maxInGrace, one not slow yet goes too, before a
+   * newcomer whose address holds fewer connections.
    */
   readonly slowRequestMs: number;
   /**
@@ -57,6 +58,8 @@ export interface ConnectionLimits {
 
 /** Why the guard closed a connection: the `reason` a caller counts. */
 export type ConnectionRefusal = 'per-source' | 'full' | 'no-request';
+
+const always = (): boolean => true;
 
 interface Held {
   readonly socket: Socket;
@@ -283,10 +286,15 @@ export class ConnectionGuard {
       if (victim === undefined) break;
       this.#evict(victim);
     }
-    // Within their grace, more of them than the port keeps: one read once already, from the source
-    // holding the most without a request, the oldest of those; only then one idle between requests.
+    // Within their grace, more of them than the port keeps: of a newcomer (from the source holding the
+    // most without a request, the oldest of those) and a request still arriving, however recently
+    // begun (the slowest of the address holding the most), the one whose address holds more. A newcomer
+    // not read yet is not closed: one idle between requests goes in its place, else it goes in the next
+    // turn, once read. Dribblers that began their requests together were none of them slow for a while,
+    // and a probe's newcomer went in their place (issue 37).
     while (this.#held.size > maxConnections + maxInGrace) {
-      const victim = this.#fromMostHeld(readOnce) ?? this.#oldestIdle();
+      let victim = this.#ofLarger(this.#slowest(always), this.#fromMostHeld(always));
+      if (victim === undefined || (victim.fresh && !readOnce(victim))) victim = this.#oldestIdle();
       if (victim === undefined) break;
       this.#evict(victim);
     }
@@ -355,6 +363,12 @@ export class ConnectionGuard {
         best = h;
     }
     return best;
+  }
+
+  /** Of two candidates, the one whose address holds more connections; between equals, `arriving`. */
+  #ofLarger(arriving: Held | undefined, newcomer: Held | undefined): Held | undefined {
+    if (arriving === undefined || newcomer === undefined) return arriving ?? newcomer;
+    return newcomer.from.held > arriving.from.held ? newcomer : arriving;
   }
 
   /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */
