@@ -58,6 +58,13 @@ const POD_ROUNDS = Number(process.env.BENCH_POD_ROUNDS ?? 5);
 const RELEASE_ROUNDS = Number(process.env.BENCH_RELEASE_ROUNDS ?? 3);
 const root = new URL('../', import.meta.url).pathname;
 const machine = new MachineWatch();
+const git = (...args: string[]) => spawnSync('git', args, { cwd: root, encoding: 'utf8' }).stdout.trim();
+// The commit measured is the one the images and bundles were just built from (npm run bench builds
+// them before this starts), not HEAD at the end: a commit made during the 40-minute run was not measured.
+const measured = {
+  commit: git('rev-parse', 'HEAD'),
+  dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+};
 // Estimates from the runs so far on a 2-core machine, scaled by this run's settings: what "left" counts.
 const progress = new BenchProgress([
   { name: 'agent cold start', estimateSeconds: ROUNDS * 6 + 20 },
@@ -463,11 +470,9 @@ console.log(`\ncost per pod (issue 12), each against its floor in this run\n`);
 console.log('| figure | value | target |\n| --- | ---: | ---: |');
 for (const [figure, value, target] of costPerPod) console.log(`| ${figure} | ${value} | ${target} |`);
 
-const git = (...args: string[]) => spawnSync('git', args, { cwd: root, encoding: 'utf8' }).stdout.trim();
 const results: BenchResults = {
   schema: RESULTS_SCHEMA,
-  commit: git('rev-parse', 'HEAD'),
-  dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+  ...measured,
   date: new Date().toISOString(),
   durationSeconds: Math.round(durationSeconds),
   command: 'npm run bench',
