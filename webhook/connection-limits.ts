@@ -49,6 +49,17 @@ export const CONNECTION_GRACE_MS = 1_000;
 export const MAX_CONNECTIONS_IN_GRACE = 0;
 
 /**
+ * Places newcomers always have (newcomerLane in agent/serve/connection-guard.ts): connections past
+ * their first request, idle or with a request arriving, hold at most MAX_CONNECTIONS less these; past
+ * that, one of them makes room for a newcomer (from the address holding the most) before any newcomer
+ * goes. The API server keeps at most 25 idle per replica (its webhook client's transport), three
+ * replicas 75, well inside the 192 left. Without a lane, a tenant's pool of keep-alive connections
+ * that each sent one request, 255 from 5 addresses, was kept as the API server's pool would be, and a
+ * newcomer every 2 ms left the kubelet 10 % of its probes (issue 37, an eighth review).
+ */
+export const NEWCOMER_LANE = 64;
+
+/**
  * A request whose body is still arriving this long after it began (pipelined: after its connection
  * was last answered in full) is slow: at a cap its connection makes room like one that sent nothing,
  * from the address holding the most connections. The API server writes a call whole, headers and body

@@ -41,6 +41,7 @@ import {
   FIRST_REQUEST_MS,
   HEADERS_TIMEOUT_MS,
   KEEP_ALIVE_TIMEOUT_MS,
+  NEWCOMER_LANE,
   MAX_CONNECTIONS,
   MAX_CONNECTIONS_PER_SOURCE,
   MAX_REQUESTS_PER_CONNECTION,
@@ -141,6 +142,12 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     limit: String(MAX_CONNECTIONS),
     past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; then one whose request is still arriving ${SLOW_REQUEST_MS} ms after it began (pipelined: after its connection was last answered in full), from the address holding the most connections, the slowest of its own; else the oldest idle between requests; when every one is answering a request that has arrived, the newcomer. None is closed before it has been read once, nor while it answers a request that has arrived whole`,
     why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
+  },
+  {
+    what: 'Of those, connections past their first request (idle between requests, or a request still arriving)',
+    limit: String(MAX_CONNECTIONS - NEWCOMER_LANE),
+    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: from the address holding the most such, idle before arriving, the longest idle or the slowest; so newcomers always have ${NEWCOMER_LANE} places`,
+    why: 'The API server keeps at most 25 idle connections per replica. Who is the API server cannot be told from how its connections behave: a tenant’s keep-alive pool was kept as the API server’s would be, and the kubelet’s probes were closed mid-handshake.',
   },
   {
     what: 'Connections held at once from one address',

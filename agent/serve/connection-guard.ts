@@ -44,10 +44,20 @@ export interface ConnectionLimits {
    * past their grace without a request, before any newcomer or (replaceIdle) idle one. The API server,
    * a kubelet probe and a scrape send a request whole, its body in the same few TLS records as its
    * headers; a connection dribbling its body, request after request, was never idle nor silent and
-   * kept the port full (issue 37). Past maxConnections + maxInGrace, one not slow yet goes too, before a
-   * newcomer whose address holds fewer connections.
+   * kept the port full (issue 37).
    */
   readonly slowRequestMs: number;
+  /**
+   * Places newcomers always have: when the port is full and connections past their first request (idle
+   * between requests, with replaceIdle, or with a request still arriving, however recently begun) hold
+   * more than maxConnections − newcomerLane, one of those makes room (from the address holding the most
+   * such; idle before arriving; the longest idle, the slowest) before any newcomer does. Which caller is
+   * the API server cannot be told from how its connections behave: a tenant's keep-alive pool, one
+   * request each then idle, looked like its pool and was kept, while every newcomer, the kubelet's
+   * probes and the API server's own new connections, was closed mid-handshake (issue 37, an eighth
+   * review: 10 % of probes answered). 0 (the default): no lane.
+   */
+  readonly newcomerLane?: number;
   /**
    * Requests one connection carries: the answer to the last says `Connection: close`, and a request
    * after it (sent without waiting for that answer: pipelined) closes the connection at once, before
@@ -58,8 +68,6 @@ export interface ConnectionLimits {
 
 /** Why the guard closed a connection: the `reason` a caller counts. */
 export type ConnectionRefusal = 'per-source' | 'full' | 'no-request';
-
-const always = (): boolean => true;
 
 interface Held {
   readonly socket: Socket;
@@ -126,8 +134,9 @@ export class ConnectionGuard {
   readonly #sources = new Map<string, Source>();
   /** Sources holding more than their share. */
   readonly #overShare = new Set<Source>();
-  /** All connections without a request, oldest first. */
+  /** All connections without a request, oldest first, and how many. */
   #oldestFresh: Held | undefined;
+  #freshCount = 0;
   #youngestFresh: Held | undefined;
   /** The turn of the event loop whose newcomers are being accepted (not read yet); -1 between turns. */
   #openTurn = -1;
@@ -286,15 +295,15 @@ export class ConnectionGuard {
       if (victim === undefined) break;
       this.#evict(victim);
     }
-    // Within their grace, more of them than the port keeps: of a newcomer (from the source holding the
-    // most without a request, the oldest of those) and a request still arriving, however recently
-    // begun (the slowest of the address holding the most), the one whose address holds more. A newcomer
-    // not read yet is not closed: one idle between requests goes in its place, else it goes in the next
-    // turn, once read. Dribblers that began their requests together were none of them slow for a while,
-    // and a probe's newcomer went in their place (issue 37).
+    // Within their grace, more of them than the port keeps. Connections past their first request in the
+    // newcomers' lane first (newcomerLane); then one read once already, from the source holding the most
+    // without a request, the oldest of those; only then one idle between requests.
+    const established = maxConnections - (this.#limits.newcomerLane ?? 0);
     while (this.#held.size > maxConnections + maxInGrace) {
-      let victim = this.#ofLarger(this.#slowest(always), this.#fromMostHeld(always));
-      if (victim === undefined || (victim.fresh && !readOnce(victim))) victim = this.#oldestIdle();
+      const victim =
+        (this.#held.size - this.#freshCount > established ? this.#establishedVictim() : undefined) ??
+        this.#fromMostHeld(readOnce) ??
+        this.#oldestIdle();
       if (victim === undefined) break;
       this.#evict(victim);
     }
@@ -365,10 +374,37 @@ export class ConnectionGuard {
     return best;
   }
 
-  /** Of two candidates, the one whose address holds more connections; between equals, `arriving`. */
-  #ofLarger(arriving: Held | undefined, newcomer: Held | undefined): Held | undefined {
-    if (arriving === undefined || newcomer === undefined) return arriving ?? newcomer;
-    return newcomer.from.held > arriving.from.held ? newcomer : arriving;
+  /**
+   * A connection past its first request that may make room: idle between requests (with replaceIdle)
+   * or with a request still arriving, never one being answered; from the address holding the most such,
+   * idle before arriving, then the longest idle or the slowest. A pass over all it holds, only while
+   * such connections are in the newcomers' lane.
+   */
+  #establishedVictim(): Held | undefined {
+    const idle = this.#limits.replaceIdle === true;
+    const count = new Map<Source, number>();
+    const candidates: Held[] = [];
+    for (const h of this.#held.values()) {
+      if (h.fresh) continue;
+      count.set(h.from, (count.get(h.from) ?? 0) + 1);
+      if ((idle && h.busy === 0) || h.latest?.complete === false) candidates.push(h);
+    }
+    let best: Held | undefined;
+    const rank = (h: Held) => (h.busy === 0 ? 1 : 0);
+    for (const h of candidates) {
+      if (best === undefined) {
+        best = h;
+        continue;
+      }
+      const [mine, theirs] = [count.get(h.from)!, count.get(best.from)!];
+      if (
+        mine > theirs ||
+        (mine === theirs && rank(h) > rank(best)) ||
+        (mine === theirs && rank(h) === rank(best) && h.since < best.since)
+      )
+        best = h;
+    }
+    return best;
   }
 
   /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */
@@ -410,6 +446,7 @@ export class ConnectionGuard {
     else from.youngest.younger = held;
     from.youngest = held;
     from.fresh++;
+    this.#freshCount++;
     held.olderOfAll = this.#youngestFresh;
     if (this.#youngestFresh === undefined) this.#oldestFresh = held;
     else this.#youngestFresh.youngerOfAll = held;
@@ -422,6 +459,7 @@ export class ConnectionGuard {
     held.fresh = false;
     const from = held.from;
     from.fresh--;
+    this.#freshCount--;
     if (held.older === undefined) from.oldest = held.younger;
     else held.older.younger = held.younger;
     if (held.younger === undefined) from.youngest = held.older;

@@ -23,7 +23,12 @@ interface Guarded {
   readonly held: ServerResponse[];
 }
 
-async function guarded(maxConnections: number, maxPerSource: number, graceMs = 0): Promise<Guarded> {
+async function guarded(
+  maxConnections: number,
+  maxPerSource: number,
+  graceMs = 0,
+  newcomerLane = 0,
+): Promise<Guarded> {
   const held: ServerResponse[] = [];
   const server = createServer((req, res) => {
     if (req.url === '/hold') held.push(res);
@@ -38,6 +43,7 @@ async function guarded(maxConnections: number, maxPerSource: number, graceMs = 0
       firstRequestMs: 60_000,
       graceMs,
       maxInGrace: 0,
+      newcomerLane,
       replaceIdle: true,
       slowRequestMs: 60_000,
     },
@@ -172,5 +178,55 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     await get(pool, '/ok');
     await get(newcomer, '/ok');
     await get(another, '/ok');
+  });
+
+  it('newcomerLane: a pool of idle connections that fills the port makes room for newcomers, from the address holding the most, the longest idle first; without the lane the newcomer mid-handshake went', async () => {
+    for (const lane of [2, 0]) {
+      const g = await guarded(4, 10, 60_000, lane);
+      // A tenant's pool, one request each then idle, as the API server's would be: 3 from one address, 1 from another.
+      const pool = [
+        await open(g.port, '127.0.0.2'),
+        await open(g.port, '127.0.0.3'),
+        await open(g.port, '127.0.0.2'),
+        await open(g.port, '127.0.0.2'),
+      ];
+      for (const c of pool) await get(c, '/ok');
+      await holds(g, 4);
+      // The kubelet's probe, its request not sent yet (its TLS handshake, say), then a tenant's silent newcomer.
+      const probe = await open(g.port, '127.0.0.9');
+      await eventually(() => (g.refusals.length === 1 ? true : undefined), 'room made for the probe', 5000);
+      const silent = await open(g.port, '127.0.0.6');
+      await eventually(() => (g.refusals.length === 2 ? true : undefined), 'room made for the next', 5000);
+      if (lane > 0) {
+        assert.deepEqual(g.refusals, [
+          ['full', '127.0.0.2'],
+          ['full', '127.0.0.2'],
+        ]);
+        await closes(pool[0]!, 'the longest idle of the address holding the most');
+        await closes(pool[2]!, 'the next longest idle of the address holding the most');
+        assert.equal(pool[1]!.isClosed(), false, 'the lone address kept its connection');
+        await get(probe, '/ok');
+        assert.equal(silent.isClosed(), false);
+      } else {
+        assert.deepEqual(g.refusals, [
+          ['full', '127.0.0.2'],
+          ['full', '127.0.0.9'],
+        ]);
+        await closes(probe, 'the probe, mid-handshake');
+      }
+    }
+  });
+
+  it('newcomerLane: while connections past their first request hold no more than maxConnections − newcomerLane, a newcomer without a request goes before any of them', async () => {
+    const g = await guarded(4, 10, 60_000, 2);
+    const pool = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.2')];
+    for (const c of pool) await get(c, '/ok');
+    const silent = [await open(g.port, '127.0.0.3'), await open(g.port, '127.0.0.4')];
+    await holds(g, 4);
+    const newcomer = await open(g.port, '127.0.0.5');
+    await closes(silent[0]!, 'the oldest connection without a request');
+    assert.deepEqual(g.refusals, [['full', '127.0.0.3']]);
+    for (const c of [...pool, silent[1]!, newcomer]) assert.equal(c.isClosed(), false);
+    await get(newcomer, '/ok');
   });
 });

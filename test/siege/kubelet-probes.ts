@@ -42,6 +42,8 @@ const KIND_NAMES: Record<FloodKind, string> = {
   scrape: 'GET-/metrics',
   pipelined: 'pipelining-GET-/metrics',
   'tls-busy': 'dribbling-pipelined-bodies-after-TLS',
+  'tls-pool': 'keep-alive-pool',
+  blink: 'silent-for-0.9-s',
 };
 
 /**

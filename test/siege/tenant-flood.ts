@@ -16,7 +16,11 @@
  *   scrape  sends a complete GET /metrics at once: reopened as soon as answered and closed;
  *   pipelined  writes `pipelined` GET /metrics in one go, none waiting for an answer;
  *   tls-busy  after TLS, a POST /mutate whose `bodyBytes`-byte body comes one byte every `slowMs`,
- *           the next request's headers with its last byte: never silent, never idle between requests.
+ *           the next request's headers with its last byte: never silent, never idle between requests;
+ *   tls-pool  after TLS, one whole keep-alive GET /healthz, then idle: a keep-alive pool as the API
+ *           server keeps one (issue 37, an eighth review);
+ *   blink   connects, sends nothing and closes itself after `holdMs` (900 unless given), within the
+ *           port's grace: a newcomer that never grows old enough to be the first to go.
  * Whatever closes a lane's connection (the server, a reset, its own churn), the lane connects again at
  * once: the shape that took the kubelet's probes down (issue 37), whatever the number of sources.
  */
@@ -24,7 +28,17 @@ import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 
 export type FloodKind =
-  'idle' | 'slow' | 'churn' | 'dribble' | 'tls-idle' | 'tls-slow' | 'scrape' | 'pipelined' | 'tls-busy';
+  | 'idle'
+  | 'slow'
+  | 'churn'
+  | 'dribble'
+  | 'tls-idle'
+  | 'tls-slow'
+  | 'scrape'
+  | 'pipelined'
+  | 'tls-busy'
+  | 'tls-pool'
+  | 'blink';
 
 export interface TenantFloodPlan {
   readonly host: string;
@@ -39,6 +53,8 @@ export interface TenantFloodPlan {
   readonly bodyBytes?: number;
   /** The server name a TLS kind sends. */
   readonly servername?: string;
+  /** How long a `blink` connection stays open, ms. */
+  readonly holdMs?: number;
 }
 
 export interface TenantFloodFigures {
@@ -111,16 +127,22 @@ function flood(plan: TenantFloodPlan): void {
         trickle = setInterval(() => socket.write('a'), slowMs);
       } else if (kind === 'dribble') {
         socket.write('GET /healthz HTTP/1.1\r\nX: ', dribble);
+      } else if (kind === 'blink') {
+        trickle = setTimeout(() => {
+          ownClose = true;
+          socket.destroy();
+        }, plan.holdMs ?? 900);
       } else if (kind === 'scrape') {
         socket.on('data', () => {});
         socket.write(METRICS);
       } else if (kind === 'pipelined') {
         socket.on('data', () => {});
         socket.write(METRICS.repeat(plan.pipelined ?? 1000));
-      } else if (kind === 'tls-idle' || kind === 'tls-slow' || kind === 'tls-busy') {
+      } else if (kind === 'tls-idle' || kind === 'tls-slow' || kind === 'tls-busy' || kind === 'tls-pool') {
         // An attacker does not check the certificate; the TCP socket's close ends the lane.
         const tls = tlsConnect({ socket, servername: plan.servername, rejectUnauthorized: false }, () => {
           if (kind === 'tls-idle') return;
+          if (kind === 'tls-pool') return void tls.write('GET /healthz HTTP/1.1\r\nhost: w\r\n\r\n');
           if (kind === 'tls-slow') {
             tls.write('POST /mutate HTTP/1.1\r\nx-slow: ');
             trickle = setInterval(() => tls.write('a'), slowMs);

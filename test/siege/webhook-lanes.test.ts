@@ -52,6 +52,10 @@ const SHAPES: LaneShape[] = [
   // Bodies that never end: each request cut at the request timeout, its connection reopened.
   busy(tenants([16, 16, 'tls-busy']), 300, 1000),
   busy(tenants([1, 128, 'tls-busy'], [8, 16, 'tls-idle'], [8, 8, 'churn']), 100, 40),
+  // A keep-alive pool, one request each then idle, as the API server's, filling the port, while
+  // newcomers that close themselves within their grace keep arriving: from a few addresses or many.
+  tenants([5, 51, 'tls-pool'], [8, 32, 'blink']),
+  tenants([255, 1, 'tls-pool'], [1, 256, 'blink']),
 ];
 
 const webhook = deployedBundles();
