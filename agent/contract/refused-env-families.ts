@@ -5,7 +5,7 @@
  */
 
 /** What whoever writes the secret could do through a refused name. */
-export type RefusedEnvRisk = 'code' | 'trust';
+export type RefusedEnvRisk = 'code' | 'trust' | 'identity';
 
 export interface RefusedEnvFamily {
   /** Who reads these names; for a convention, `by convention: …`. */
@@ -418,5 +418,39 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
     ],
     prefixes: ['PGSSL'],
     risk: 'trust',
+  }),
+  family({
+    readBy:
+      'HTTP clients and the cloud and Kubernetes SDKs: curl, Go, Python’s requests, gRPC, Node with NODE_USE_ENV_PROXY, the AWS, Google and Azure SDKs, client-go',
+    why: 'where the app’s clients send their requests and the identity the platform gives every pod: a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `GRPC_PROXY`, any case), an SDK’s endpoint or metadata server (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_STS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GCE_METADATA_HOST`, `AZURE_AUTHORITY_HOST`, `IDENTITY_ENDPOINT`), where it gets its credentials (`AWS_CONTAINER_CREDENTIALS_FULL_URI`, `GOOGLE_APPLICATION_CREDENTIALS`, whose external-account file names a token URL), or the Kubernetes API (`KUBERNETES_SERVICE_HOST`): an eighth review’s writer received the pod’s web-identity token, its Pod Identity token and its service-account token',
+    names: [
+      'AWS_EC2_METADATA_SERVICE_ENDPOINT',
+      'AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE',
+      'AWS_WEB_IDENTITY_TOKEN_FILE',
+      'AWS_ROLE_ARN',
+      'AWS_STS_REGIONAL_ENDPOINTS',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+      'GOOGLE_CLOUD_UNIVERSE_DOMAIN',
+      'AZURE_AUTHORITY_HOST',
+      'AZURE_FEDERATED_TOKEN_FILE',
+      'AZURE_POD_IDENTITY_AUTHORITY_HOST',
+      'IDENTITY_ENDPOINT',
+      'IDENTITY_HEADER',
+      'MSI_ENDPOINT',
+      'MSI_SECRET',
+      'IMDS_ENDPOINT',
+      'VAULT_ADDR',
+      'VAULT_AGENT_ADDR',
+    ],
+    prefixes: [
+      'AWS_ENDPOINT_URL',
+      'AWS_CONTAINER_',
+      'GCE_METADATA',
+      'KUBERNETES_SERVICE_',
+      'KUBERNETES_PORT',
+    ],
+    suffixes: ['_PROXY'],
+    holds: 'a proxy the app’s HTTP clients send their requests through',
+    risk: 'identity',
   }),
 ];

@@ -42,6 +42,8 @@ export interface RefusedEnvMatch {
 const CONSEQUENCE: Record<RefusedEnvRisk, string> = {
   code: 'choose what code the container runs',
   trust: 'choose whom the container’s TLS trusts, and read or change its traffic',
+  identity:
+    'choose where the container’s clients send their requests and the pod’s credentials, and receive them',
 };
 
 const upper = (list: readonly string[]) => list.map((s) => s.toUpperCase());

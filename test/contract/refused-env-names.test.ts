@@ -323,10 +323,8 @@ describe('the refused env names: both sides', () => {
       'NPM_TOKEN',
       'GH_TOKEN',
       'GOTRUE_JWT_SECRET',
-      'GOOGLE_APPLICATION_CREDENTIALS',
       'TF_VAR_db_password',
       'ORG_GRADLE_PROJECT_signingKey',
-      'HTTPS_PROXY',
       'NODE_ENV',
       'TZ',
     ])
@@ -436,11 +434,8 @@ describe('the refused env names: the second review’s names (issue 37)', () => 
       'SPRING_DATASOURCE_PASSWORD',
       'SPRING_DATASOURCE_URL',
       'OTEL_EXPORTER_OTLP_HEADERS',
-      // Where the app connects, or how it formats: what a secret is for (docs/env.md).
-      'HTTPS_PROXY',
-      'http_proxy',
-      'ALL_PROXY',
-      'NO_PROXY',
+      // Where the app connects, or how it formats: what a secret is for (docs/env.md). Proxies were
+      // here until the eighth review: they see the plain-HTTP requests that carry the pod's identity.
       'DOCKER_HOST',
       'TZ',
       'LANGUAGE',
@@ -496,6 +491,66 @@ describe('the refused env names: the fifth and sixth reviews’ names (issue 37)
       refusedEnvName('JAVA_OPTS_APPEND')!.reason,
       /contains OPTS_ followed by more of the name, which by convention holds a program’s options or arguments, whatever follows/,
     );
+  });
+});
+
+describe('the refused env names: the eighth review’s names (issue 37)', () => {
+  it('every name that sends the pod’s identity elsewhere (a proxy, an SDK’s endpoint or credential source, the Kubernetes API) or that chooses trust is refused, in any case; the app’s own addresses and credentials stay admitted', () => {
+    const identity = [
+      'HTTP_PROXY',
+      'HTTPS_PROXY',
+      'ALL_PROXY',
+      'NO_PROXY',
+      'GRPC_PROXY',
+      'FTP_PROXY',
+      'AWS_ENDPOINT_URL',
+      'AWS_ENDPOINT_URL_STS',
+      'AWS_ENDPOINT_URL_SECRETS_MANAGER',
+      'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+      'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
+      'AWS_CONTAINER_AUTHORIZATION_TOKEN',
+      'AWS_EC2_METADATA_SERVICE_ENDPOINT',
+      'AWS_WEB_IDENTITY_TOKEN_FILE',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+      'GCE_METADATA_HOST',
+      'GCE_METADATA_IP',
+      'AZURE_AUTHORITY_HOST',
+      'IDENTITY_ENDPOINT',
+      'MSI_ENDPOINT',
+      'KUBERNETES_SERVICE_HOST',
+      'KUBERNETES_SERVICE_PORT',
+      'KUBERNETES_PORT_443_TCP_ADDR',
+      'VAULT_ADDR',
+    ];
+    for (const name of identity)
+      for (const spelt of [name, name.toLowerCase()]) {
+        const refused = refusedEnvName(spelt);
+        assert.ok(refused, `${spelt} is refused`);
+        assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
+      }
+    for (const name of ['HTTPS_PROXY', 'AWS_ENDPOINT_URL_STS', 'KUBERNETES_SERVICE_HOST'])
+      assert.match(refusedEnvName(name)!.consequence, /pod’s credentials/);
+    for (const name of [
+      'ELASTICSEARCH_SSL_VERIFICATIONMODE',
+      'ELASTICSEARCH_SSL_CERTIFICATEAUTHORITIES',
+      'SSL_CERTIFICATE_AUTHORITY',
+      'TLS_VERIFY',
+      'LDAP_VERIFYMODE',
+    ])
+      assert.equal(refusedEnvName(name)?.family.risk, 'trust', name);
+    assert.ok(refusedEnvName('LDAP_CAFILE'), 'a CA file is a path: refused as one');
+    for (const name of [
+      'DATABASE_URL',
+      'PROXY_URL',
+      'CORPORATE_PROXY_PASSWORD',
+      'AWS_ACCESS_KEY_ID',
+      'AWS_SECRET_ACCESS_KEY',
+      'AWS_SESSION_TOKEN',
+      'WEBHOOK_VERIFY_SECRET',
+      'VERIFY_TOKEN',
+      'KUBERNETES_TOKEN',
+    ])
+      assert.equal(refusedEnvName(name)?.rule, undefined, name);
   });
 });
 

@@ -223,11 +223,16 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
       ['GIT_COMMON_DIR', /starts with GIT_, which marks the names read by git/],
       ['TCL_LIBRARY', /is read by PHP, Lua, Erlang/],
       ['ACME_PLUGIN_LIBRARY', /ends with LIBRARY, which by convention holds a path/],
+      [
+        'HTTPS_PROXY',
+        /ends with _PROXY.*where the container’s clients send their requests and the pod’s credentials/,
+      ],
+      ['AWS_ENDPOINT_URL_STS', /starts with AWS_ENDPOINT_URL.*the pod’s credentials/],
       ['ASPNETCORE_HOSTINGSTARTUPASSEMBLIES', /is read by \.NET/],
       ['ACME_STARTUP_SCRIPT', /contains STARTUP, which by convention marks code/],
       [
         'ACME_SKIP_VERIFY',
-        /ends with SKIP_VERIFY.*whom the container’s TLS trusts, and read or change its traffic/,
+        /ends with VERIFY.*whom the container’s TLS trusts, and read or change its traffic/,
       ],
       // Another case: Linux would not read it, but the rule takes every spelling.
       ['ld_preload', /starts with LD_/],
@@ -335,7 +340,6 @@ describe('secret-agent.io/env-<VAR>: refused at admission, with the fix', () => 
       'JAVA_KEYSTORE_PASSWORD',
       'CORS_ORIGIN',
       'COREDNS_KEY',
-      'HTTPS_PROXY',
       'KAFKA_SASL_JAAS_CONFIG',
       'SLACK_WEBHOOK_URL',
       'SECRET_KEY_BASE',
