@@ -50,7 +50,7 @@ export const PRODUCT_ANNOTATIONS: readonly ProductAnnotation[] = [
     key: RESTARTED_FOR_ANNOTATION,
     writtenBy: 'agent',
     on: 'the pod template of the pod’s Deployment, StatefulSet or DaemonSet',
-    doc: 'restart-on-change: a hash of the secrets’ new versions; its change makes the controller roll the pods, whose new pods carry it through admission.',
+    doc: 'restart-on-change: a hash of the secrets’ new versions, as their backends name them (never of a value); its change makes the controller roll the pods, whose new pods carry it through admission.',
   },
 ];
 

@@ -88,7 +88,13 @@ export async function runInit(
         files.push(...rendered);
         owners.push(...rendered.map((f) => ({ id: spec.id, path: f.path, split: spec.format === 'split' })));
         log.info(
-          { id: spec.id, ref: spec.ref.text, file: spec.filename, version: outcome.value.version },
+          {
+            id: spec.id,
+            ref: spec.ref.text,
+            file: spec.filename,
+            // As the backend names it, or none: never the digest a value without one is compared by.
+            ...(outcome.value.backendVersion !== undefined ? { version: outcome.value.backendVersion } : {}),
+          },
           'fetched',
         );
       } catch (e) {

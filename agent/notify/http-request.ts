@@ -55,7 +55,13 @@ export function createHttpRequestNotifier(options: HttpRequestOptions, log: Logg
           ...(carriesBody ? { 'content-type': 'application/json' } : {}),
         },
         ...(carriesBody
-          ? { body: JSON.stringify({ versions: event.versions, changedFiles: event.changedFiles }) }
+          ? {
+              body: JSON.stringify({
+                versions: event.versions,
+                unnamed: event.unnamed,
+                changedFiles: event.changedFiles,
+              }),
+            }
           : {}),
       });
       // The app's answer is not ours to log (it could echo anything); read it only to free the socket.

@@ -3,8 +3,13 @@ import type { Logger } from '../log.ts';
 
 /** One swap that changed the set: what the app is told about. Versions, file names: never values. */
 export interface RotationEvent {
-  /** Secret id (SECRET_0, …) → backend version now written. */
+  /**
+   * Secret id (SECRET_0, …) → the version now written, as its backend names it (SecretValue.backendVersion):
+   * never a hash of a value.
+   */
   readonly versions: Readonly<Record<string, string>>;
+  /** Secret ids whose backend names no version (file:, Vault KV v1, an exec helper without a version line). */
+  readonly unnamed: readonly string[];
   /** Files (relative to SECRETS_DIR) whose content changed. */
   readonly changedFiles: readonly string[];
 }

@@ -237,6 +237,19 @@ export function createRestartOwnerNotifier(
   return {
     kind: 'restart',
     async notify(event: RotationEvent, signal: AbortSignal): Promise<NotifyOutcome> {
+      // Replicas agree on the annotation only through versions they all see; one derived from a value
+      // (a hash) would be on the pod template, where whoever may read the workload could guess a short
+      // value from it. A source without a version its backend names cannot restart the workload.
+      if (event.unnamed.length > 0) {
+        log.error(
+          {
+            secrets: event.unnamed,
+            fix: 'use a backend that names versions (AWS, GCP, Vault KV v2 or a dynamic secret), or have the exec helper print a `secret-agent-version:` line; else notify the app another way (signal, http, command)',
+          },
+          'restart-on-change: a secret has no version its backend names, and a restart value is never derived from a value',
+        );
+        return { ok: false, reason: 'unversioned' };
+      }
       const value = restartValue(event.versions);
       try {
         const ns = await namespace();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AgentMode, PodIdentity } from '../contract/agent-config.ts';
 import type { SecretReference } from '../contract/reference.ts';
 
@@ -11,8 +12,28 @@ export const MAX_SECRET_BYTES = 1024 * 1024;
 
 export interface SecretValue {
   readonly bytes: Uint8Array;
-  /** The backend's version id (AWS VersionId, GCP version number, Vault KV version, a content hash). */
+  /**
+   * What tells this value from another of the same reference: the backend's version when it names one,
+   * else contentVersion(). For the agent's own comparisons only: it may be a hash of the value.
+   */
   readonly version: string;
+  /**
+   * The version as the backend names it (AWS VersionId, GCP version number, Vault KV v2 version, a Vault
+   * lease id, an exec helper's `secret-agent-version:` line), or undefined when it names none. The only
+   * version that leaves the agent's memory (logs, notifications, a restart annotation): a hash of a
+   * value is never published, since a short value is guessed from its hash.
+   */
+  readonly backendVersion?: string;
+}
+
+/** A version the backend names: both the agent's comparisons and what may be published. */
+export function namedVersion(version: string): Pick<SecretValue, 'version' | 'backendVersion'> {
+  return { version, backendVersion: version };
+}
+
+/** The version of a value whose backend names none: a digest, for the agent's comparisons only. */
+export function contentVersion(bytes: Uint8Array): Pick<SecretValue, 'version'> {
+  return { version: `content:${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}` };
 }
 
 /** Why a fetch failed, as a short stable word: used in summaries, logs and (later) metric labels. */

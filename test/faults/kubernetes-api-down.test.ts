@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -7,7 +7,7 @@ import { startKubernetesWorkloadsFake, type KubernetesWorkloadsFake } from '../f
 import { canary } from '../support/canary.ts';
 import { TcpFaultProxy } from '../support/fault-injecting-proxy.ts';
 import { eventually, memoryDir, startAgent } from '../support/run-agent.ts';
-import { httpGet, httpPort, metric, readSecret, waitReady } from './backend.ts';
+import { httpGet, httpPort, metric, readSecret, startBackend, waitReady, type Backend } from './backend.ts';
 
 const NS = 'shop';
 const RESTART_ANNOTATION = 'secret-agent.io/restarted-for';
@@ -16,8 +16,11 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
   let fake: KubernetesWorkloadsFake;
   let api: TcpFaultProxy;
   let work: string;
+  let aws: Backend;
 
   before(async () => {
+    // AWS names each version (VersionId): what replicas agree on a restart by.
+    aws = await startBackend();
     fake = await startKubernetesWorkloadsFake({ serviceAccount: { namespace: NS, name: 'shop-api' } });
     fake.token = canary('sa-token'); // the bearer token must not reach a log or a metric either
     api = await TcpFaultProxy.start(Number(new URL(fake.url).port));
@@ -26,6 +29,7 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
   after(async () => {
     await api?.close();
     await fake?.stop();
+    await aws?.stop();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -36,19 +40,15 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
     writeFileSync(join(saDir, 'token'), `${fake.token}\n`);
     writeFileSync(join(saDir, 'ca.crt'), fake.caPem);
     writeFileSync(join(saDir, 'namespace'), NS);
-    const source = join(work, 'db-password');
-    const rotate = (value: string) => {
-      writeFileSync(`${source}.tmp`, value);
-      renameSync(`${source}.tmp`, source);
-    };
-    rotate(canary('v1'));
+    const rotate = (value: string) => aws.put('shop/db-password', value);
+    await rotate(canary('v1'));
 
     const agent = startAgent({
+      ...aws.env(dir.path, {}),
       AGENT_MODE: 'sidecar',
-      SECRETS_DIR: dir.path,
       AGENT_HTTP_ADDR: '127.0.0.1:0',
       REFRESH_INTERVAL: '1s',
-      SECRET_0_REF: `file:${source}`,
+      SECRET_0_REF: 'aws:shop/db-password',
       SECRET_0_FILENAME: 'db-password',
       RESTART_ON_CHANGE: 'true',
       POD_NAME: pod!,
@@ -65,7 +65,7 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
 
       api.setDown(true);
       const v2 = canary('v2');
-      rotate(v2);
+      await rotate(v2);
       await eventually(
         () => (readSecret(dir.path, 'db-password') === v2 ? true : undefined),
         'the rotation written',
@@ -85,7 +85,7 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
 
       api.setDown(false);
       const v3 = canary('v3');
-      rotate(v3);
+      await rotate(v3);
       await eventually(
         () => (fake.rollouts('deployments', NS, 'web') === 1 ? true : undefined),
         'the restart',

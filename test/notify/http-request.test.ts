@@ -10,6 +10,7 @@ import { assertNoCanary, canary } from '../support/canary.ts';
 
 const EVENT: RotationEvent = {
   versions: { SECRET_0: 'AWSCURRENT-3f1c', SECRET_1: '7' },
+  unnamed: ['SECRET_2'],
   changedFiles: ['db/password', 'api-key'],
 };
 
@@ -70,7 +71,7 @@ describe('ROTATION_HTTP_URL: a request to the app', () => {
     app.script.length = 0;
   });
 
-  it('POSTs the versions and changed files as JSON (never a value), from the env setting', async () => {
+  it('POSTs the versions, the secrets without one and the changed files as JSON (never a value), from the env setting', async () => {
     const settings: SidecarSettings = {
       refreshIntervalMs: 60_000,
       httpAddr: { host: '127.0.0.1', port: 8099 },
@@ -97,6 +98,7 @@ describe('ROTATION_HTTP_URL: a request to the app', () => {
     assert.equal(req!.contentType, 'application/json');
     assert.deepEqual(JSON.parse(req!.body), {
       versions: { SECRET_0: 'AWSCURRENT-3f1c', SECRET_1: '7' },
+      unnamed: ['SECRET_2'],
       changedFiles: ['db/password', 'api-key'],
     });
     assert.match(text(), /"attempt":1/);

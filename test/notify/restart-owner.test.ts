@@ -23,10 +23,12 @@ import {
 const NS = 'shop';
 const EVENT: RotationEvent = {
   versions: { SECRET_0: 'v2', SECRET_1: 'AWSCURRENT-9a' },
+  unnamed: [],
   changedFiles: ['db-password'],
 };
 const NEXT: RotationEvent = {
   versions: { SECRET_0: 'v3', SECRET_1: 'AWSCURRENT-9a' },
+  unnamed: [],
   changedFiles: ['db-password'],
 };
 
@@ -96,6 +98,22 @@ describe('RESTART_ON_CHANGE: restarts the pod’s owner through the Kubernetes A
   });
   beforeEach(() => {
     (fake.requests as unknown[]).length = 0;
+  });
+
+  it('a secret whose backend names no version: refused as unversioned, naming it and the fix, before any API call; no annotation derived from a value', async () => {
+    const [pod] = fake.addDeployment(NS, 'plain', 2);
+    const { notifier, log } = restarter(pod!);
+    const unnamed: RotationEvent = {
+      versions: { SECRET_1: 'AWSCURRENT-9a' },
+      unnamed: ['SECRET_0'],
+      changedFiles: ['db-password'],
+    };
+    assert.deepEqual(await notify(notifier, unnamed), { ok: false, reason: 'unversioned' });
+    assert.deepEqual(fake.requests, [], 'no call to the Kubernetes API');
+    assert.equal(fake.rollouts('deployments', NS, 'plain'), 0);
+    assert.equal(annotation('deployments', 'plain'), undefined);
+    assert.match(log(), /"secrets":\["SECRET_0"\]/);
+    assert.match(log(), /secret-agent-version:/);
   });
 
   it('Deployment: pod → ReplicaSet → Deployment, one strategic-merge patch of the template annotation', async () => {

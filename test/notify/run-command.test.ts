@@ -12,6 +12,7 @@ import { assertNoCanary, canary } from '../support/canary.ts';
 
 const EVENT: RotationEvent = {
   versions: { SECRET_0: 'v2', SECRET_1: 'v9' },
+  unnamed: [],
   changedFiles: ['db/password', 'api-key'],
 };
 

@@ -11,7 +11,7 @@ import type { NotifierDeps, RotationEvent } from '../../agent/notify/notifier.ts
 import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 
-const EVENT: RotationEvent = { versions: { SECRET_0: 'v2' }, changedFiles: ['db-password'] };
+const EVENT: RotationEvent = { versions: { SECRET_0: 'v2' }, unnamed: [], changedFiles: ['db-password'] };
 
 function captureLog() {
   const lines: string[] = [];

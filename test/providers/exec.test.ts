@@ -77,9 +77,14 @@ function failure(outcome: FetchOutcome): ProviderError {
   return outcome.error;
 }
 
-function value(outcome: FetchOutcome): { text: string; version: string } {
+function value(outcome: FetchOutcome): { text: string; version: string; backendVersion?: string } {
   assert.ok(outcome.ok, `expected success, got ${outcome.ok ? '' : outcome.error.message}`);
-  return { text: Buffer.from(outcome.value.bytes).toString('utf8'), version: outcome.value.version };
+  const { version, backendVersion } = outcome.value;
+  return {
+    text: Buffer.from(outcome.value.bytes).toString('utf8'),
+    version,
+    ...(backendVersion !== undefined ? { backendVersion } : {}),
+  };
 }
 
 /** Gone, or a zombie waiting for a reaper: either way no longer running. */
@@ -105,12 +110,13 @@ describe('exec provider', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('runs the helper with the argument as argv[1], its stdout as the value, hashed as the version', async () => {
+  it('runs the helper with the argument as argv[1], its stdout as the value, hashed as the version compared, none published', async () => {
     const secret = canary('exec');
     helper('echo-arg', `process.stdout.write(${JSON.stringify(secret)} + ':' + process.argv[2]);`);
     const first = value(await fetchOne('exec:echo-arg/prod-vault/db-password'));
     assert.equal(first.text, `${secret}:prod-vault/db-password`);
-    assert.match(first.version, /^[0-9a-f]{16}$/);
+    assert.match(first.version, /^content:[0-9a-f]{16}$/);
+    assert.equal(first.backendVersion, undefined, 'a hash of a value is never a published version');
     assert.equal(value(await fetchOne('exec:echo-arg/prod-vault/db-password')).version, first.version);
     assert.notEqual(value(await fetchOne('exec:echo-arg/other')).version, first.version);
   });
@@ -187,18 +193,21 @@ describe('exec provider', () => {
       `process.stderr.write('fetching\\n${VERSION_LINE} 42\\n'); process.stdout.write(${JSON.stringify(secret)});`,
     );
     assert.equal(value(await fetchOne('exec:versioned/x')).version, '42');
+    assert.equal(value(await fetchOne('exec:versioned/x')).backendVersion, '42');
     helper(
       'bad-version',
       `process.stderr.write('${VERSION_LINE} has spaces in it\\n'); process.stdout.write(${JSON.stringify(secret)});`,
     );
-    assert.match(value(await fetchOne('exec:bad-version/x')).version, /^[0-9a-f]{16}$/);
+    assert.match(value(await fetchOne('exec:bad-version/x')).version, /^content:[0-9a-f]{16}$/);
+    assert.equal(value(await fetchOne('exec:bad-version/x')).backendVersion, undefined);
     // A version that is the value would put the secret into logs and rotation notices.
     helper(
       'value-as-version',
       `process.stderr.write('${VERSION_LINE} ' + ${JSON.stringify(secret)} + '\\n'); process.stdout.write(${JSON.stringify(secret)});`,
     );
     const leaky = value(await fetchOne('exec:value-as-version/x'));
-    assert.match(leaky.version, /^[0-9a-f]{16}$/);
+    assert.match(leaky.version, /^content:[0-9a-f]{16}$/);
+    assert.equal(leaky.backendVersion, undefined);
     assertNoCanary(leaky.version, 'the version');
   });
 

@@ -421,6 +421,11 @@ for (const transport of TRANSPORTS) {
       assert.equal(failure(out[2]).reason, 'deleted');
       assert.match(failure(out[2]).message, /DESTROYED/);
       assert.equal(text(out[3]).version, '1', 'the other secrets of the batch still succeed');
+      assert.equal(
+        out[3]?.ok && out[3].value.backendVersion,
+        '1',
+        'the version number GCP names is the one published',
+      );
     });
 
     it('makes exactly one call per attempt: UNAVAILABLE and RESOURCE_EXHAUSTED come back transient, not retried by gax', async () => {

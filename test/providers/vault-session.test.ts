@@ -205,6 +205,7 @@ describe('Vault lease lifecycle', () => {
     const { p, events } = provider({ VAULT_TOKEN: root });
     const t0 = vault.clock.now();
     const first = await fetchValue(p, 'vault:database/creds/app');
+    assert.equal(first.backendVersion, first.version, 'a lease id is the version Vault names');
     assert.equal(p.session.tokenInfo().expiresAt, undefined);
 
     await advance(p, 2400 * SEC);

@@ -117,6 +117,7 @@ describe('Vault references', () => {
     const v = await value(p, 'vault:secret/data/app');
     assert.deepEqual(json(v), db);
     assert.equal(v.version, '2');
+    assert.equal(v.backendVersion, '2', 'the version Vault names is the one published');
     assert.equal(vault.count('GET', 'secret/data/app'), 1);
   });
 
@@ -165,11 +166,16 @@ describe('Vault references', () => {
     assert.equal(v.version, '1');
   });
 
-  it('reads KV v1: the value is data, the version a content hash', async () => {
+  it('reads KV v1: the value is data, the version compared a content hash, none published', async () => {
     const p = provider({ VAULT_TOKEN: rootToken });
     const v = await value(p, 'vault:kv1/legacy');
     assert.deepEqual(json(v), legacy);
-    assert.match(v.version, /^[0-9a-f]{16}$/);
+    assert.match(v.version, /^content:[0-9a-f]{16}$/);
+    assert.equal(
+      v.backendVersion,
+      undefined,
+      'KV v1 names no version, and a hash of a value is never published',
+    );
     assert.equal(vault.count('GET', 'kv1/legacy'), 1);
     const again = await value(p, 'vault:kv1/legacy');
     assert.equal(again.version, v.version);

@@ -33,8 +33,8 @@ import { certDir, makeServingPair, type ServingPair } from './tls-certs.ts';
 
 const NS = 'shop';
 const ROTATIONS: readonly RotationEvent[] = [
-  { versions: { SECRET_0: 'v2' }, changedFiles: ['db-password'] },
-  { versions: { SECRET_0: 'v3' }, changedFiles: ['db-password'] },
+  { versions: { SECRET_0: 'v2' }, unnamed: [], changedFiles: ['db-password'] },
+  { versions: { SECRET_0: 'v3' }, unnamed: [], changedFiles: ['db-password'] },
 ];
 
 /** A workload's pod template as its manifest opts in: the label, the annotations, restart-on-change. */

@@ -17,7 +17,9 @@ export class RotationAnnouncer {
   readonly #events: PodEventRecorder | undefined;
   #notifiers: readonly Notifier[];
   #debounceMs: number;
-  #pending: { versions: Record<string, string>; changed: Set<string>; timer: NodeJS.Timeout } | undefined;
+  #pending:
+    | { versions: Record<string, string>; unnamed: Set<string>; changed: Set<string>; timer: NodeJS.Timeout }
+    | undefined;
   #announcing: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -38,16 +40,22 @@ export class RotationAnnouncer {
     this.#debounceMs = debounceMs;
   }
 
-  /** A swap changed `changed` (file paths), the secrets now being at `versions`. */
-  queue(versions: Record<string, string>, changed: readonly string[]): void {
+  /**
+   * A swap changed `changed` (file paths), the secrets now being at `versions` (as their backends name
+   * them), but for `unnamed`, whose backends name none.
+   */
+  queue(versions: Record<string, string>, unnamed: readonly string[], changed: readonly string[]): void {
     if (this.#notifiers.length === 0 && !this.#events) return;
     if (this.#pending) {
       clearTimeout(this.#pending.timer);
-      Object.assign(this.#pending.versions, versions);
+      // Each swap names the whole set's versions: the latest is what the app now reads.
+      this.#pending.versions = { ...versions };
+      this.#pending.unnamed = new Set(unnamed);
       for (const f of changed) this.#pending.changed.add(f);
     } else {
       this.#pending = {
         versions: { ...versions },
+        unnamed: new Set(unnamed),
         changed: new Set(changed),
         timer: undefined as unknown as NodeJS.Timeout,
       };
@@ -55,7 +63,7 @@ export class RotationAnnouncer {
     this.#pending.timer = setTimeout(() => {
       const pending = this.#pending!;
       this.#pending = undefined;
-      const event: RotationEvent = { versions: pending.versions, changedFiles: [...pending.changed].sort() };
+      const event = eventOf(pending);
       this.#announcing = this.#announcing.then(() => this.#announce(event));
     }, this.#debounceMs);
   }
@@ -69,7 +77,7 @@ export class RotationAnnouncer {
     if (pending) {
       clearTimeout(pending.timer);
       this.#pending = undefined;
-      const event: RotationEvent = { versions: pending.versions, changedFiles: [...pending.changed].sort() };
+      const event = eventOf(pending);
       this.#announcing = this.#announcing.then(() => this.#announce(event));
     }
     await this.#announcing;
@@ -95,4 +103,16 @@ export class RotationAnnouncer {
       }),
     );
   }
+}
+
+function eventOf(pending: {
+  readonly versions: Record<string, string>;
+  readonly unnamed: ReadonlySet<string>;
+  readonly changed: ReadonlySet<string>;
+}): RotationEvent {
+  return {
+    versions: pending.versions,
+    unnamed: [...pending.unnamed].sort(),
+    changedFiles: [...pending.changed].sort(),
+  };
 }

@@ -14,13 +14,12 @@ import type { Logger } from '../../log.ts';
 import { deliveredMessage } from '../../notify/open-pod-events.ts';
 import type { PodEventRecorder } from '../../notify/pod-events.ts';
 import type { AgentMetrics } from '../../serve/metrics.ts';
+import type { SecretValue } from '../../providers/provider.ts';
 import type { AtomicDir } from '../../write/atomic-dir.ts';
 import type { RotationAnnouncer } from './rotation-announcer.ts';
 
-export interface SourceValue {
-  readonly bytes: Uint8Array;
-  readonly version: string;
-}
+/** A source's value as its provider returned it: bytes, the version compared, the version published. */
+export type SourceValue = SecretValue;
 
 export interface SecretSetDeps {
   readonly log: Logger;
@@ -241,11 +240,17 @@ export class SecretSet {
       );
       if (seen && changed) {
         this.#metrics.rotations.inc();
-        const versions = Object.fromEntries(
-          this.#secrets.map((s) => [s.id, candidate.get(sourceKey(s.ref))?.version ?? '']),
-        );
+        // Published versions only: a source whose backend names none is listed, never hashed.
+        const versions: Record<string, string> = {};
+        const unnamed: string[] = [];
+        for (const s of this.#secrets) {
+          const named = candidate.get(sourceKey(s.ref))?.backendVersion;
+          if (named === undefined) unnamed.push(s.id);
+          else versions[s.id] = named;
+        }
         this.#announcer.queue(
           versions,
+          unnamed,
           changedFiles.map((f) => f.path),
         );
       }

@@ -7,6 +7,8 @@ import {
 import type { AwsReference } from '../../contract/reference.ts';
 import { CarriedCredentials } from './carried-credentials.ts';
 import {
+  contentVersion,
+  namedVersion,
   errorDetail,
   fetchEach,
   ProviderError,
@@ -251,7 +253,7 @@ function toValue(out: {
       'the secret version has neither SecretString nor SecretBinary',
       'store a value in the secret',
     );
-  return { bytes, version: out.VersionId ?? 'unknown' };
+  return { bytes, ...(out.VersionId ? namedVersion(out.VersionId) : contentVersion(bytes)) };
 }
 
 /** Maps SDK and service errors to reasons and fixes; only names and the service's message, never a payload. */

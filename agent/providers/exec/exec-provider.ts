@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { DISABLE_SIGUSR1 } from '../../contract/no-inspector.ts';
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigErrors, quote } from '../../contract/errors.ts';
 import type { ExecReference } from '../../contract/reference.ts';
@@ -8,6 +7,8 @@ import type { Env } from '../../contract/settings.ts';
 import { parseExecSettings, resolveHelper, type ExecSettings } from './config.ts';
 import { DEFAULT_SERVICE_ACCOUNT_DIR } from '../../contract/service-account.ts';
 import {
+  contentVersion,
+  namedVersion,
   fetchEach,
   MAX_SECRET_BYTES,
   ProviderError,
@@ -69,7 +70,7 @@ export const HELPER_ENV: readonly { name: string; doc: string }[] = [
   },
 ];
 
-/** The stderr line a helper may print to name the value's version (else it is a hash of the value). */
+/** The stderr line a helper may print to name the value's version (else none is published: contentVersion). */
 export const VERSION_LINE = 'secret-agent-version:';
 /** A version as helpers may name it: short, printable, no spaces (it reaches logs and notifications). */
 const VERSION = /^[\x21-\x7e]{1,128}$/;
@@ -237,7 +238,7 @@ function runHelper(
       const { firstLine, version } = readStderr(stderr, bytes);
       if (exit.code === 0) {
         return finish({
-          value: { bytes, version: version ?? createHash('sha256').update(bytes).digest('hex').slice(0, 16) },
+          value: { bytes, ...(version !== undefined ? namedVersion(version) : contentVersion(bytes)) },
         });
       }
       finish({ error: exitError(helper, exit, firstLine) });

@@ -1,8 +1,13 @@
-import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { FileReference } from '../../contract/reference.ts';
-import { fetchEach, MAX_SECRET_BYTES, ProviderError, type ProviderFactory } from '../provider.ts';
+import {
+  contentVersion,
+  fetchEach,
+  MAX_SECRET_BYTES,
+  ProviderError,
+  type ProviderFactory,
+} from '../provider.ts';
 
 /** Reads local files: the embedded default for demos and local runs. The version is a content hash. */
 export const createFileProvider: ProviderFactory<FileReference> = () => ({
@@ -30,6 +35,6 @@ export const createFileProvider: ProviderFactory<FileReference> = () => ({
         );
       }
       const bytes = await readFile(path);
-      return { bytes, version: createHash('sha256').update(bytes).digest('hex').slice(0, 16) };
+      return { bytes, ...contentVersion(bytes) };
     }),
 });

@@ -17,6 +17,8 @@ import {
 import { gcpError } from './errors.ts';
 import { gcpTransport, type GcpTransport } from './transport.ts';
 import {
+  contentVersion,
+  namedVersion,
   fetchEach,
   ProviderError,
   type FetchContext,
@@ -279,5 +281,6 @@ function toValue(response: AccessResponse, name: string): SecretValue {
       { transient: true },
     );
   }
-  return { bytes, version: versionOf(response.name) ?? 'unknown' };
+  const version = versionOf(response.name);
+  return { bytes, ...(version ? namedVersion(version) : contentVersion(bytes)) };
 }

@@ -1,4 +1,4 @@
-import type { SecretValue } from '../provider.ts';
+import { namedVersion, type SecretValue } from '../provider.ts';
 import type { Clock } from './clock.ts';
 import { vaultError } from './errors.ts';
 import type { VaultApi } from './http.ts';
@@ -169,7 +169,8 @@ export class LeaseTracker {
         namespace: l.namespace,
         incrementSec: l.incrementSec!,
         renewable: l.renewable === true,
-        value: { bytes: Buffer.from(l.value, 'base64'), version: l.version },
+        // A lease's version is its id, which Vault names.
+        value: { bytes: Buffer.from(l.value, 'base64'), ...namedVersion(l.version) },
         expiresAt: l.expiresAt!,
         renewAt: l.renewAt!,
         ...(typeof l.ending === 'string' ? { ending: l.ending } : {}),

@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
 import { sourceKey, type VaultReference } from '../../contract/reference.ts';
 import {
+  contentVersion,
+  namedVersion,
   fetchEach,
   ProviderError,
   type Provider,
@@ -170,9 +171,13 @@ function toValue(answer: VaultEnvelope, plan: ReadPlan, ref: VaultReference): Se
         { transient: false },
       );
     }
+    const bytes = Buffer.from(JSON.stringify(inner), 'utf8');
+    const version = metadata.version;
     return {
-      bytes: Buffer.from(JSON.stringify(inner), 'utf8'),
-      version: String(metadata.version ?? 'unknown'),
+      bytes,
+      ...(typeof version === 'number' || typeof version === 'string'
+        ? namedVersion(String(version))
+        : contentVersion(bytes)),
     };
   }
   if (!isObject(data)) {
@@ -184,8 +189,7 @@ function toValue(answer: VaultEnvelope, plan: ReadPlan, ref: VaultReference): Se
     );
   }
   const bytes = Buffer.from(JSON.stringify(data), 'utf8');
-  const version = answer.lease_id || createHash('sha256').update(bytes).digest('hex').slice(0, 16);
-  return { bytes, version };
+  return { bytes, ...(answer.lease_id ? namedVersion(answer.lease_id) : contentVersion(bytes)) };
 }
 
 function readError(
