@@ -1,8 +1,16 @@
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { AgentMetrics } from './metrics.ts';
 
-/** Series that describe this run's configuration: never carried over from an earlier one. */
-const CURRENT_ONLY = new Set(['secret_agent_ready', 'secret_agent_refresh_interval_seconds']);
+/**
+ * Series that describe this run's configuration or what its set holds (the versions come with the
+ * hand-over state, held-versions.ts): never carried over from an earlier one's metrics.
+ */
+const CURRENT_ONLY = new Set([
+  'secret_agent_ready',
+  'secret_agent_refresh_interval_seconds',
+  'secret_agent_secret_version_info',
+  'secret_agent_secret_changed_timestamp_seconds',
+]);
 /** The port is the resident's: it counts its own refusals, under the same name. */
 const RESIDENT_OWN = new Set(['secret_agent_http_connections_refused_total']);
 

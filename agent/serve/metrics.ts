@@ -43,6 +43,21 @@ export const METRIC_DOCS = [
     small: "The same, the latest over every run, for the files the last run's configuration has.",
   },
   {
+    name: 'secret_agent_secret_version_info',
+    type: 'gauge',
+    labels: 'secret, file, provider, version',
+    help: 'What each secret’s files hold: 1 for the version its backend names (AWS VersionId, GCP version number, Vault KV v2 version or lease id, an exec helper’s secret-agent-version line; empty where it names none: never a digest of a value). One series per secret, replaced when the version changes. Known once this sidecar has fetched the set it holds.',
+    small:
+      'The same, carried from run to run: a run that cannot refresh a secret keeps the version its files still hold.',
+  },
+  {
+    name: 'secret_agent_secret_changed_timestamp_seconds',
+    type: 'gauge',
+    labels: 'secret, file',
+    help: 'When each secret’s version (or, where the backend names none, its value) last changed, as this sidecar saw it. secret_agent_last_success_timestamp_seconds says when it was last refreshed.',
+    small: 'The same, carried from run to run.',
+  },
+  {
     name: 'secret_agent_refresh_interval_seconds',
     type: 'gauge',
     labels: 'file',
@@ -164,6 +179,18 @@ export class AgentMetrics {
     labelNames: ['file'],
     // Carried from run to run in the small sidecar (carried-metrics.ts): the latest wins.
     aggregator: 'max',
+    registers: [this.registry],
+  });
+  readonly versionInfo = new Gauge({
+    name: 'secret_agent_secret_version_info',
+    help: help('secret_agent_secret_version_info'),
+    labelNames: ['secret', 'file', 'provider', 'version'],
+    registers: [this.registry],
+  });
+  readonly versionChanged = new Gauge({
+    name: 'secret_agent_secret_changed_timestamp_seconds',
+    help: help('secret_agent_secret_changed_timestamp_seconds'),
+    labelNames: ['secret', 'file'],
     registers: [this.registry],
   });
   readonly refreshInterval = new Gauge({

@@ -142,7 +142,7 @@ describe('AWS provider, through the built agent against moto', () => {
     assert.deepEqual(readFileSync(join(dir.path, 'blob')), bytes);
   });
 
-  it('selects AWSPREVIOUS and a version id', async () => {
+  it('selects AWSPREVIOUS and a version id, and logs each as the VersionId AWS names', async () => {
     using dir = memoryDir();
     const v1 = canary('v1');
     const v2 = canary('v2');
@@ -162,6 +162,13 @@ describe('AWS provider, through the built agent against moto', () => {
     assert.equal(readText(dir.path, 'current'), v2);
     assert.equal(readText(dir.path, 'previous'), v1);
     assert.equal(readText(dir.path, 'by-id'), v2);
+    const logged = Object.fromEntries(
+      run.logs.filter((l) => l.msg === 'fetched').map((l) => [l.file as string, l.version]),
+    );
+    assert.equal(logged.current, put.VersionId);
+    assert.equal(logged['by-id'], put.VersionId);
+    assert.match(String(logged.previous), /^[0-9a-f-]{36}$/);
+    assert.notEqual(logged.previous, put.VersionId);
   });
 
   it('fails the whole run on a missing secret: exit 1, nothing written, a summary naming the secret and the fix', async () => {

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeVault } from '../fakes/vault.ts';
-import { canary } from '../support/canary.ts';
+import { assertNoCanary, canary } from '../support/canary.ts';
 import { eventually, memoryDir, runAgent } from '../support/run-agent.ts';
 import { startServingSidecar, type ServingSidecar, type SidecarProcess } from '../support/serving-sidecar.ts';
 
@@ -34,6 +34,17 @@ async function signals(s: ServingSidecar): Promise<Record<string, number | undef
     healthz: (await s.get('/healthz')).status,
     readyz: (await s.get('/readyz')).status,
   };
+}
+
+/** The versions secret_agent_secret_version_info says the file holds: one, unless a series was left behind. */
+async function versionsHeld(s: ServingSidecar): Promise<string[]> {
+  const metrics = (await s.get('/metrics')).body;
+  assertNoCanary(metrics, '/metrics');
+  return [
+    ...metrics.matchAll(
+      /^secret_agent_secret_version_info\{secret="SECRET_0",file="password",provider="vault",version="([^"]*)"\} 1$/gm,
+    ),
+  ].map((m) => m[1]!);
 }
 
 describe('signals through a Vault outage and its recovery, in both sidecar processes', () => {
@@ -77,6 +88,10 @@ describe('signals through a Vault outage and its recovery, in both sidecar proce
           return s.readyz === 200 && s[LAST_SUCCESS] !== undefined ? s : undefined;
         }, 'the first set');
         assert.equal(up['secret_agent_ready'], 1, 'ready by the gauge as by /readyz');
+        const upVersions = await versionsHeld(sidecar);
+        assert.equal(upVersions.length, 1, `one version series: ${upVersions.join(', ')}`);
+        const held = upVersions[0]!;
+        assert.match(held, /^[1-9]\d*$/, 'the KV v2 version Vault names');
         if (process_ === 'small') assert.equal(up[IN_A_ROW], 0);
 
         // The outage: every call answered 503, while the value rotates behind it.
@@ -103,6 +118,7 @@ describe('signals through a Vault outage and its recovery, in both sidecar proce
           assert.equal(s['secret_agent_ready'], 1, `${when}: the gauge agrees with /readyz`);
           assert.equal(s[LAST_SUCCESS], up[LAST_SUCCESS], `${when}: no success while Vault fails`);
         }
+        assert.deepEqual(await versionsHeld(sidecar), [held], 'the version the file still holds');
         assert.ok(late[FETCH_FAILED]! >= late[FAILURES]!, 'each failure is a failed fetch');
         assert.equal(readFileSync(join(dir.path, 'password'), 'utf8'), before, 'the last good file stays');
         if (process_ === 'small') {
@@ -127,6 +143,11 @@ describe('signals through a Vault outage and its recovery, in both sidecar proce
         assert.equal(recovered.healthz, 200);
         assert.equal(recovered.readyz, 200);
         assert.equal(recovered['secret_agent_ready'], 1);
+        assert.deepEqual(
+          await versionsHeld(sidecar),
+          [String(Number(held) + 1)],
+          'the new version, in place of the old',
+        );
         assert.ok(recovered[FAILURES]! >= late[FAILURES]!, 'counters never go back');
         if (process_ === 'small') assert.ok(recovered[OK_RUNS]! > late[OK_RUNS]!, 'an ok run again');
       } finally {

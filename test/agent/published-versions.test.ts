@@ -104,6 +104,17 @@ describe('versions a backend does not name are never published', { timeout: 120_
     try {
       const port = await httpPort(agent);
       await waitReady(port);
+      // What kubectl logs shows whoever waits for a rotation: the file and its backend, no version named.
+      const holding = await agent.waitForLog((l) => l.msg === 'holding versions');
+      assert.deepEqual(
+        (holding.versions as Record<string, unknown>[]).map(({ secret, file, provider, version }) => ({
+          secret,
+          file,
+          provider,
+          version,
+        })),
+        [{ secret: 'SECRET_0', file: 'pin', provider: 'file', version: '' }],
+      );
       const v2 = canary('pin2');
       rotate(v2);
       await eventually(() => (readSecret(dir.path, 'pin') === v2 ? true : undefined), 'the rotation written');

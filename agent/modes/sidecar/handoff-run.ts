@@ -8,6 +8,7 @@ import type { Logger } from '../../log.ts';
 import { loadNotifiers, notifierDepsOf } from '../../notify/load-notifiers.ts';
 import { openPodEvents } from '../../notify/open-pod-events.ts';
 import { carryMetrics } from '../../serve/carried-metrics.ts';
+import { carriedVersions } from './held-versions.ts';
 import { AgentMetrics } from '../../serve/metrics.ts';
 import { openSecretsDir } from '../open-secrets-dir.ts';
 import { encodeOutcome, readHandoffState, writeOutcome, type HandoffState } from './handoff-wire.ts';
@@ -62,6 +63,7 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
     metrics,
     announcer,
     ...withEvents,
+    carriedVersions: carriedVersions(previous?.versions),
   });
   const providers = new ProviderSet({
     pod: config.pod,
@@ -123,6 +125,7 @@ export async function runHandoff(config: AgentConfig, options: HandoffRunOptions
       failuresInARow,
       providers: handed.states,
       metrics: carried.carried,
+      versions: set.versions,
     };
     await events?.close();
     const outcome = encodeOutcome({ ready, refreshed: result.ok, nextMs, metrics: carried.text, state });

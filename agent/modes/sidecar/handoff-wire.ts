@@ -21,6 +21,8 @@ export interface HandoffState {
   readonly providers: Readonly<Record<string, unknown>>;
   /** The metrics so far (carried-metrics.ts). */
   readonly metrics: unknown;
+  /** What each secret's files hold (held-versions.ts): a run that cannot refresh one keeps saying it. */
+  readonly versions?: unknown;
 }
 
 export interface RunOutcome {
@@ -95,6 +97,13 @@ export function encodeOutcome(outcome: RunOutcome): { bytes: Buffer; dropped: st
   if (state.length > MAX_STATE_BYTES) {
     dropped.push(`metrics carried over (${state.length} bytes)`);
     state = Buffer.from(JSON.stringify({ ...outcome.state, providers: {}, metrics: [] }), 'utf8');
+  }
+  if (state.length > MAX_STATE_BYTES) {
+    dropped.push(`versions held (${state.length} bytes)`);
+    state = Buffer.from(
+      JSON.stringify({ ...outcome.state, providers: {}, metrics: [], versions: [] }),
+      'utf8',
+    );
   }
   const nextMs = Math.min(86_400_000, Math.max(1000, Math.round(outcome.nextMs)));
   const bytes = Buffer.concat([

@@ -16,6 +16,7 @@ import type { PodEventRecorder } from '../../notify/pod-events.ts';
 import type { AgentMetrics } from '../../serve/metrics.ts';
 import type { SecretValue } from '../../providers/provider.ts';
 import type { AtomicDir } from '../../write/atomic-dir.ts';
+import { HeldVersions, type HeldVersion } from './held-versions.ts';
 import type { RotationAnnouncer } from './rotation-announcer.ts';
 
 /** A source's value as its provider returned it: bytes, the version compared, the version published. */
@@ -28,6 +29,8 @@ export interface SecretSetDeps {
   readonly announcer: RotationAnnouncer;
   /** Kubernetes Events on the pod, when KUBERNETES_EVENTS is on. */
   readonly events?: PodEventRecorder;
+  /** The versions an earlier run of the small sidecar saw the files hold. */
+  readonly carriedVersions?: readonly HeldVersion[];
 }
 
 /**
@@ -64,6 +67,7 @@ export class SecretSet {
   /** A whole set has been written (or found in the volume as it would be written). */
   #ready = false;
   #applying: Promise<unknown> = Promise.resolve();
+  readonly #versions: HeldVersions;
 
   private constructor(
     dir: AtomicDir,
@@ -78,6 +82,8 @@ export class SecretSet {
     this.#metrics = deps.metrics;
     this.#announcer = deps.announcer;
     this.#events = deps.events;
+    this.#versions = new HeldVersions(deps.metrics, deps.carriedVersions);
+    this.#versions.retain(secrets);
   }
 
   /** The set of `secrets` in `dir`, taking over the files a previous run left there. */
@@ -125,6 +131,11 @@ export class SecretSet {
     return this.#values;
   }
 
+  /** What each secret's files hold, as its backend names the version: for the metrics and the next run. */
+  get versions(): readonly HeldVersion[] {
+    return this.#versions.list();
+  }
+
   /** Whether secret `id`'s files are stale because its value does not fit its format. */
   isMisfit(id: string): boolean {
     return this.#misfits.has(id);
@@ -141,6 +152,7 @@ export class SecretSet {
     this.#misfits.clear();
     const keep = new Set(secrets.map((s) => sourceKey(s.ref)));
     for (const key of this.#values.keys()) if (!keep.has(key)) this.#values.delete(key);
+    this.#versions.retain(secrets);
   }
 
   /**
@@ -256,6 +268,15 @@ export class SecretSet {
       }
     }
     for (const [key, v] of candidate) this.#values.set(key, v);
+    // The files hold these now (a misfit's, its last good value's).
+    const changedKeys = new Set(changedSources.map(([key]) => key));
+    const moved = this.#versions.record(
+      this.#secrets,
+      (spec) => candidate.get(sourceKey(spec.ref)),
+      (spec) => changedKeys.has(sourceKey(spec.ref)) && !this.#misfits.has(spec.id),
+    );
+    // What `kubectl logs` shows whoever waits for a rotation to finish: versions, never a value.
+    if (moved) this.#log.info({ versions: this.#versions.list() }, 'holding versions');
     // Written, or equal to what the volume holds: either way what a bad value later falls back to.
     this.#rendered = rendered;
     if (!this.#ready) {
