@@ -1,10 +1,11 @@
 import type { SecretSpec } from '../contract/agent-config.ts';
-import { ConfigError } from '../contract/errors.ts';
+import { ConfigError, quote } from '../contract/errors.ts';
 import { validateRelativePath } from '../contract/path.ts';
 import { sourceKey } from '../contract/reference.ts';
 import { MAX_SECRET_BYTES } from '../providers/provider.ts';
 import {
   ValueFormatError,
+  keyShape,
   isObject,
   toDotenvText,
   toJsonText,
@@ -138,19 +139,18 @@ function renderSecret(
           'FORMAT=split needs a JSON object',
           'store the secret as a JSON object, or use FORMAT=raw',
         );
-      return Object.entries(value).map(([name, v]) => {
-        const field = `${spec.id} key ${JSON.stringify(name)}`;
+      const keys = Object.keys(value).length;
+      return Object.entries(value).map(([name, v], i) => {
+        // A key that is no file name may be anything, a pasted secret too: described, never quoted.
+        const described = keyShape(i, keys, name);
         if (name.includes('/'))
-          fail(
-            `key ${JSON.stringify(name)} contains "/"`,
-            'use keys that are plain file names, or FORMAT=raw',
-          );
+          fail(`${described} contains "/"`, 'use keys that are plain file names, or FORMAT=raw');
         try {
-          validateRelativePath(name, field);
+          validateRelativePath(name, `${spec.id} ${described}`);
         } catch (e) {
           if (e instanceof ConfigError)
             fail(
-              `key ${JSON.stringify(name)}: ${e.problem}`,
+              `${described}: ${e.problem.split(quote(name)).join('the key')}`,
               'use keys that are plain file names, or FORMAT=raw',
             );
           throw e;

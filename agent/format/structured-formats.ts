@@ -68,14 +68,22 @@ function escapeProperties(ch: string): string {
   return NAMED_ESCAPES.get(ch) ?? `\\u${code.toString(16).toUpperCase().padStart(4, '0')}`;
 }
 
+/** A key of a value, as an error shows it: by its place and length, never its characters. */
+export function keyShape(index: number, keys: number, name: string): string {
+  return `key ${index + 1} of ${keys} (of ${name.length} characters)`;
+}
+
 const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** What env and dotenv write: the top-level keys as variable names, their values as text. */
 function shellVariables(value: Json, format: 'env' | 'dotenv'): [name: string, text: string][] {
-  return Object.entries(needObject(value, format)).map(([name, child]) => {
+  const object = needObject(value, format);
+  const keys = Object.keys(object).length;
+  return Object.entries(object).map(([name, child], i) => {
+    // A key that is no variable name may be anything, a pasted secret too: described, never quoted.
     if (!SHELL_NAME.test(name))
       throw new ValueFormatError(
-        `key ${quote(name)} is not a valid ${format === 'env' ? 'shell ' : ''}variable name`,
+        `${keyShape(i, keys, name)} is not a valid ${format === 'env' ? 'shell ' : ''}variable name`,
         'use keys of letters, digits and _ not starting with a digit',
       );
     return [name, leafText(child)];

@@ -88,13 +88,18 @@ describe('renderFiles', () => {
       () => renderFiles(spec('aws:x', 'f', 'split'), json(secretText)),
       /needs a JSON object/,
     );
+    // A key that is no file name may be a pasted secret: described by place and length, never quoted.
     assertFormatError(
-      () => renderFiles(spec('aws:x', 'f', 'split'), json({ '../escape': secretText })),
-      /key "..\/escape"/,
+      () => renderFiles(spec('aws:x', 'f', 'split'), json({ ok: 'x', [`${secretText}/x`]: 'v' })),
+      new RegExp(`key 2 of 2 \\(of ${secretText.length + 2} characters\\) contains "/"`),
     );
     assertFormatError(
-      () => renderFiles(spec('aws:x', 'f', 'split'), json({ '..data': secretText })),
-      /reserved/,
+      () => renderFiles(spec('aws:x', 'f', 'split'), json({ [`..${secretText}`]: 'v' })),
+      /key 1 of 1 \(of \d+ characters\): the key has a segment starting with "\.\.", reserved/,
+    );
+    assertFormatError(
+      () => renderFiles(spec('aws:x', 'f', 'dotenv'), json({ [`${secretText} x`]: 'v' })),
+      /key 1 of 1 \(of \d+ characters\) is not a valid variable name/,
     );
     assertFormatError(
       () => renderFiles(spec('aws:x', 'f', 'dotenv'), json({ 'not a name': secretText })),
