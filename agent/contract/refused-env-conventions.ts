@@ -246,6 +246,13 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
       'CERTIFICATEAUTHORITIES',
       'CERTIFICATE_AUTHORITY',
       'CERTIFICATE_AUTHORITIES',
+      // fabric8's KUBERNETES_TRUST_CERTIFICATES, Spring's …_SSL_VALIDATESERVERCERTIFICATE (a ninth review).
+      'TRUST_CERTIFICATES',
+      'TRUSTCERTIFICATES',
+      'VALIDATESERVERCERTIFICATE',
+      'VALIDATE_SERVER_CERTIFICATE',
+      'VALIDATECERTIFICATE',
+      'VALIDATE_CERTIFICATE',
     ],
     holds: 'whom a TLS client trusts, or whether it checks',
     risk: 'trust',

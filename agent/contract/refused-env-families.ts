@@ -66,6 +66,23 @@ const CREDENTIAL_ENDINGS = [
  */
 const SETTING_CREDENTIAL_ENDINGS = [...CREDENTIAL_ENDINGS, '_KEY', '_CONN', '_DSN'];
 
+/**
+ * A credential of the app's own under a client's prefix (`VAULT_TOKEN`, `CONSUL_HTTP_TOKEN`,
+ * `SPRING_CLOUD_VAULT_TOKEN`): the writer chooses whom the app is, which is what a credential is for.
+ * Never an address (`_URL`, `_URI`, `_HOST`, `_ADDR`): that is where the pod's own identity would go.
+ */
+const IDENTITY_CREDENTIAL_ENDINGS = [
+  '_TOKEN',
+  '_PASSWORD',
+  '_PASS',
+  '_PASSWD',
+  '_PWD',
+  '_SECRET',
+  '_USERNAME',
+  '_USER',
+  '_KEY',
+];
+
 /** The readers’ own names, by who reads them (the conventions: refused-env-conventions.ts). */
 export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
@@ -422,7 +439,7 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
   family({
     readBy:
       'HTTP clients and the cloud and Kubernetes SDKs: curl, Go, Python’s requests, gRPC, Node with NODE_USE_ENV_PROXY, the AWS, Google and Azure SDKs, client-go',
-    why: 'where the app’s clients send their requests and the identity the platform gives every pod: a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `GRPC_PROXY`, any case), an SDK’s endpoint or metadata server (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_STS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GCE_METADATA_HOST`, `AZURE_AUTHORITY_HOST`, `IDENTITY_ENDPOINT`), where it gets its credentials (`AWS_CONTAINER_CREDENTIALS_FULL_URI`, `GOOGLE_APPLICATION_CREDENTIALS`, whose external-account file names a token URL), or the Kubernetes API (`KUBERNETES_SERVICE_HOST`): an eighth review’s writer received the pod’s web-identity token, its Pod Identity token and its service-account token',
+    why: 'where the app’s clients send their requests and the identity the platform gives every pod: a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`, `GRPC_PROXY`, any case), an SDK’s endpoint or metadata server (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_STS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GCE_METADATA_HOST`, `AZURE_AUTHORITY_HOST`, `IDENTITY_ENDPOINT`), where it gets its credentials (`AWS_CONTAINER_CREDENTIALS_FULL_URI`, `GOOGLE_APPLICATION_CREDENTIALS`, whose external-account file names a token URL), or the Kubernetes API and the clients that send the service-account token (`KUBERNETES_SERVICE_HOST`, fabric8’s `KUBERNETES_MASTER`, Spring Cloud’s `SPRING_CLOUD_VAULT_URI`, Consul’s and Nomad’s addresses, botocore’s `AWS_CSM_HOST`, which gets every call’s session token). A credential of the app’s own under these prefixes stays admitted when its name ends as one does (`_TOKEN`, `_PASSWORD`, `_PASS`, `_PASSWD`, `_PWD`, `_SECRET`, `_USERNAME`, `_USER`, `_KEY`). An eighth review’s writer received the pod’s web-identity token, its Pod Identity token and its service-account token; a ninth’s, through `AWS_CSM_*`, its session token',
     names: [
       'AWS_EC2_METADATA_SERVICE_ENDPOINT',
       'AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE',
@@ -439,18 +456,25 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
       'MSI_ENDPOINT',
       'MSI_SECRET',
       'IMDS_ENDPOINT',
-      'VAULT_ADDR',
-      'VAULT_AGENT_ADDR',
+      'HF_ENDPOINT',
+      'HF_HUB_ENDPOINT',
     ],
+    // The clients whose every setting is theirs (fabric8 reads KUBERNETES_MASTER, Spring Cloud any
+    // spring.cloud.* property, botocore's client-side monitoring AWS_CSM_*): a ninth review.
     prefixes: [
       'AWS_ENDPOINT_URL',
       'AWS_CONTAINER_',
+      'AWS_CSM_',
       'GCE_METADATA',
-      'KUBERNETES_SERVICE_',
-      'KUBERNETES_PORT',
+      'KUBERNETES_',
+      'VAULT_',
+      'CONSUL_',
+      'NOMAD_',
+      'SPRING_CLOUD_',
     ],
-    suffixes: ['_PROXY'],
-    holds: 'a proxy the app’s HTTP clients send their requests through',
+    admittedEndings: IDENTITY_CREDENTIAL_ENDINGS,
+    suffixes: ['_PROXY', '_EMULATOR_HOST'],
+    holds: 'a proxy the app’s HTTP clients send their requests through, or an emulator a cloud SDK sends to',
     risk: 'identity',
   }),
 ];

@@ -239,8 +239,8 @@ describe('the refused env names: both sides', () => {
     'ADMIN',
     'SPRING_DATASOURCE',
     'MINIO_ROOT',
-    'VAULT',
-    'CONSUL',
+    // Not VAULT or CONSUL: their clients read every VAULT_ and CONSUL_ name, and only a credential's
+    // stays admitted (the eighth and ninth reviews' test).
     'NEXTAUTH',
     'AUTH0',
   ];
@@ -508,7 +508,6 @@ describe('the refused env names: the eighth review’s names (issue 37)', () => 
       'AWS_ENDPOINT_URL_SECRETS_MANAGER',
       'AWS_CONTAINER_CREDENTIALS_FULL_URI',
       'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
-      'AWS_CONTAINER_AUTHORIZATION_TOKEN',
       'AWS_EC2_METADATA_SERVICE_ENDPOINT',
       'AWS_WEB_IDENTITY_TOKEN_FILE',
       'GOOGLE_APPLICATION_CREDENTIALS',
@@ -521,6 +520,21 @@ describe('the refused env names: the eighth review’s names (issue 37)', () => 
       'KUBERNETES_SERVICE_PORT',
       'KUBERNETES_PORT_443_TCP_ADDR',
       'VAULT_ADDR',
+      // The ninth review's.
+      'KUBERNETES_MASTER',
+      'SPRING_CLOUD_KUBERNETES_CLIENT_MASTERURL',
+      'SPRING_CLOUD_VAULT_URI',
+      'SPRING_CLOUD_VAULT_HOST',
+      'SPRING_CLOUD_CONFIG_URI',
+      'CONSUL_HTTP_ADDR',
+      'NOMAD_ADDR',
+      'AWS_CSM_ENABLED',
+      'AWS_CSM_HOST',
+      'AWS_CSM_PORT',
+      'STORAGE_EMULATOR_HOST',
+      'PUBSUB_EMULATOR_HOST',
+      'FIRESTORE_EMULATOR_HOST',
+      'HF_ENDPOINT',
     ];
     for (const name of identity)
       for (const spelt of [name, name.toLowerCase()]) {
@@ -536,6 +550,8 @@ describe('the refused env names: the eighth review’s names (issue 37)', () => 
       'SSL_CERTIFICATE_AUTHORITY',
       'TLS_VERIFY',
       'LDAP_VERIFYMODE',
+      'SPRING_RABBITMQ_SSL_VALIDATESERVERCERTIFICATE',
+      'ACME_TRUST_CERTIFICATES',
     ])
       assert.equal(refusedEnvName(name)?.family.risk, 'trust', name);
     assert.ok(refusedEnvName('LDAP_CAFILE'), 'a CA file is a path: refused as one');
@@ -549,6 +565,11 @@ describe('the refused env names: the eighth review’s names (issue 37)', () => 
       'WEBHOOK_VERIFY_SECRET',
       'VERIFY_TOKEN',
       'KUBERNETES_TOKEN',
+      // A credential of the app's own under a client's prefix: the writer chooses whom the app is.
+      'VAULT_TOKEN',
+      'CONSUL_HTTP_TOKEN',
+      'SPRING_CLOUD_VAULT_TOKEN',
+      'AWS_CONTAINER_AUTHORIZATION_TOKEN',
     ])
       assert.equal(refusedEnvName(name)?.rule, undefined, name);
   });
