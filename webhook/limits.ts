@@ -144,9 +144,9 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
     why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
   },
   {
-    what: 'Of those, connections past their first request (idle between requests, or a request still arriving)',
+    what: 'Of those, connections past their first request (idle between requests, a request still arriving, or an answer its reader has not taken)',
     limit: String(MAX_CONNECTIONS - NEWCOMER_LANE),
-    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: from the address holding the most such, idle before arriving, the longest idle or the slowest; so newcomers always have ${NEWCOMER_LANE} places`,
+    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: from the address holding the most such, idle first, then an answer unread ${SLOW_REQUEST_MS} ms after its request arrived, then a request arriving; so newcomers always have ${NEWCOMER_LANE} places`,
     why: 'The API server keeps at most 25 idle connections per replica. Who is the API server cannot be told from how its connections behave: a tenant’s keep-alive pool was kept as the API server’s would be, and the kubelet’s probes were closed mid-handshake.',
   },
   {

@@ -49,9 +49,10 @@ export interface ConnectionLimits {
   readonly slowRequestMs: number;
   /**
    * Places newcomers always have: when the port is full and connections past their first request (idle
-   * between requests, with replaceIdle, or with a request still arriving, however recently begun) hold
-   * more than maxConnections − newcomerLane, one of those makes room (from the address holding the most
-   * such; idle before arriving; the longest idle, the slowest) before any newcomer does. Which caller is
+   * between requests, with replaceIdle; with a request still arriving, however recently begun; or with an
+   * answer its reader has not taken slowRequestMs after the request arrived) hold more than
+   * maxConnections − newcomerLane, one of those makes room (from the address holding the most such; idle,
+   * then an unread answer, then a request arriving; the longest idle, the slowest) before any newcomer does. Which caller is
    * the API server cannot be told from how its connections behave: a tenant's keep-alive pool, one
    * request each then idle, looked like its pool and was kept, while every newcomer, the kubelet's
    * probes and the API server's own new connections, was closed mid-handshake (issue 37, an eighth
@@ -382,15 +383,17 @@ export class ConnectionGuard {
    */
   #establishedVictim(): Held | undefined {
     const idle = this.#limits.replaceIdle === true;
+    const now = performance.now();
     const count = new Map<Source, number>();
     const candidates: Held[] = [];
     for (const h of this.#held.values()) {
       if (h.fresh) continue;
       count.set(h.from, (count.get(h.from) ?? 0) + 1);
-      if ((idle && h.busy === 0) || h.latest?.complete === false) candidates.push(h);
+      if ((idle && h.busy === 0) || h.latest?.complete === false || this.#unread(h, now)) candidates.push(h);
     }
     let best: Held | undefined;
-    const rank = (h: Held) => (h.busy === 0 ? 1 : 0);
+    // Idle first (nothing is lost), then an answer its reader does not take, then a request arriving.
+    const rank = (h: Held) => (h.busy === 0 ? 2 : h.latest?.complete === false ? 0 : 1);
     for (const h of candidates) {
       if (best === undefined) {
         best = h;
@@ -405,6 +408,24 @@ export class ConnectionGuard {
         best = h;
     }
     return best;
+  }
+
+  /**
+   * Whether `h`'s answer waits on its reader: its request arrived whole slowRequestMs or more ago, and
+   * bytes of the answer are still queued because the kernel will not take them (the reader does not
+   * read, or shrank its window). The API server reads an answer as it comes; a tenant that never read
+   * its answers, 256 connections of them, held every place until the answer deadline, a connection
+   * being answered was never closed, and the lane was empty (issue 37, a ninth review).
+   */
+  #unread(h: Held, now: number): boolean {
+    const answer = h.answering;
+    return (
+      h.latest?.complete === true &&
+      answer !== undefined &&
+      !answer.writableFinished &&
+      (answer.socket?.writableLength ?? 0) > 0 &&
+      now - h.since >= this.#limits.slowRequestMs
+    );
   }
 
   /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */

@@ -28,10 +28,13 @@ async function guarded(
   maxPerSource: number,
   graceMs = 0,
   newcomerLane = 0,
+  slowRequestMs = 60_000,
 ): Promise<Guarded> {
   const held: ServerResponse[] = [];
   const server = createServer((req, res) => {
     if (req.url === '/hold') held.push(res);
+    // An answer larger than the kernel's buffers hold: it waits on its reader.
+    else if (req.url === '/big') res.end(Buffer.alloc(32 * 1024 * 1024));
     else res.end('ok\n');
   });
   servers.push(server);
@@ -45,7 +48,7 @@ async function guarded(
       maxInGrace: 0,
       newcomerLane,
       replaceIdle: true,
-      slowRequestMs: 60_000,
+      slowRequestMs,
     },
     (reason, source) => refusals.push([reason, source]),
   ).attach(server);
@@ -228,5 +231,25 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     assert.deepEqual(g.refusals, [['full', '127.0.0.3']]);
     for (const c of [...pool, silent[1]!, newcomer]) assert.equal(c.isClosed(), false);
     await get(newcomer, '/ok');
+  });
+
+  it('newcomerLane: answers their readers never take make room too, once their request arrived slowRequestMs ago, from the address holding the most; never an answer being read', async () => {
+    const g = await guarded(3, 10, 60_000, 1, 200);
+    const stalled = [
+      await open(g.port, '127.0.0.2'),
+      await open(g.port, '127.0.0.2'),
+      await open(g.port, '127.0.0.3'),
+    ];
+    // Each asks for a large answer and never reads it.
+    for (const c of stalled) c.socket.write('GET /big HTTP/1.1\r\nhost: guard\r\n\r\n');
+    await holds(g, 3);
+    await sleep(400);
+    const probe = await open(g.port, '127.0.0.9');
+    await get(probe, '/ok');
+    assert.deepEqual(g.refusals, [['full', '127.0.0.2']]);
+    // The one closed sees it once it reads (a peer that never reads never notices a reset).
+    stalled[0]!.socket.resume();
+    await closes(stalled[0]!, 'the longest unread answer of the address holding the most');
+    await holds(g, 3);
   });
 });
