@@ -2,9 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server, Socket } from 'node:net';
 
 /**
- * What a listening HTTP(S) server holds for connections, whoever opens them: any pod can reach the
- * webhook's port and every agent's port unless a NetworkPolicy says otherwise, and each open
- * connection costs memory (a TLS one tens of KiB) whether or not it ever sends a request.
+ * What a listening HTTP(S) server holds for connections, whoever opens them (any pod, unless a
+ * NetworkPolicy says otherwise): each costs memory, a TLS one tens of KiB, request or not.
  */
 export interface ConnectionLimits {
   /** Connections held at once, but for newcomers within their grace (`maxInGrace`). */
@@ -31,32 +30,24 @@ export interface ConnectionLimits {
   readonly maxInGrace: number;
   /**
    * At a cap, close a connection idle between keep-alive requests to make room rather than keep the
-   * newcomer waiting: at the per-source cap that source's oldest such (after its oldest past its grace
-   * without a request), when full the oldest such of any source, only once no connection without a
-   * request is left that has been read once. For a port the API server calls:
-   * its keep-alive pool may hold more idle connections than the per-source cap (all of it from one
-   * address behind Konnectivity), and its next call must get in. Off by default.
+   * newcomer waiting (at the per-source cap that source's oldest such; when full, once no connection
+   * read once without a request is left): the API server's pool may hold more idle connections than the
+   * per-source cap (one address behind Konnectivity), and its next call must get in. Off by default.
    */
   readonly replaceIdle?: boolean;
   /**
-   * A request still arriving this long after it began (a pipelined one: after its connection was last
-   * answered in full) is slow: at a cap its connection makes room as a silent one does, after those
-   * past their grace without a request, before any newcomer or (replaceIdle) idle one. The API server,
-   * a kubelet probe and a scrape send a request whole, its body in the same few TLS records as its
-   * headers; a connection dribbling its body, request after request, was never idle nor silent and
-   * kept the port full (issue 37).
+   * A request still arriving this long after it began (pipelined: after its connection was last
+   * answered) is slow: at a cap its connection makes room as a silent one does, before any newcomer or
+   * idle one. The API server, a probe and a scrape send a request whole; connections dribbling their
+   * bodies were never idle nor silent and kept the port full (issue 37).
    */
   readonly slowRequestMs: number;
   /**
-   * Places newcomers always have: when the port is full and connections past their first request (idle
-   * between requests, with replaceIdle; with a request still arriving, however recently begun; or with an
-   * answer its reader has not taken slowRequestMs after the request arrived) hold more than
-   * maxConnections − newcomerLane, one of those makes room (from the address holding the most such; idle,
-   * then an unread answer, then a request arriving; the longest idle, the slowest) before any newcomer does. Which caller is
-   * the API server cannot be told from how its connections behave: a tenant's keep-alive pool, one
-   * request each then idle, looked like its pool and was kept, while every newcomer, the kubelet's
-   * probes and the API server's own new connections, was closed mid-handshake (issue 37, an eighth
-   * review: 10 % of probes answered). 0 (the default): no lane.
+   * Places newcomers always have: past maxConnections − newcomerLane connections beyond their first request
+   * (idle, with replaceIdle; a request still arriving; an answer unread slowRequestMs after its request
+   * arrived), one of those makes room before any newcomer, from the address holding the most. A tenant's
+   * keep-alive pool looked like the API server's and was kept, while newcomers were closed mid-handshake
+   * (issue 37, an eighth review). 0 (the default): no lane.
    */
   readonly newcomerLane?: number;
   /**
@@ -90,6 +81,12 @@ interface Held {
   answering?: ServerResponse;
   /** performance.now() when it last began a request with nothing of its own in progress. */
   since: number;
+  /**
+   * performance.now() when its last answer ended, and whether that answer said `Connection: close`: such
+   * a connection is closing already, and closing it again with a reset could cut the answer short.
+   */
+  idleSince: number;
+  closing: boolean;
   timer?: NodeJS.Timeout;
   /** While fresh: its neighbours in its source's list, and in the list of all, oldest first. */
   older?: Held;
@@ -204,6 +201,8 @@ export class ConnectionGuard {
       busy: 0,
       requests: 0,
       since: 0,
+      idleSince: 0,
+      closing: false,
     };
     held.timer = setTimeout(() => {
       if (held.fresh) this.#close(held, 'no-request');
@@ -242,7 +241,11 @@ export class ConnectionGuard {
     held.answering = res;
     held.busy++;
     // 'close' comes once per response, whether it was sent in full or cut off.
-    res.once('close', () => held.busy--);
+    res.once('close', () => {
+      held.busy--;
+      held.idleSince = performance.now();
+      held.closing = !res.shouldKeepAlive;
+    });
     if (held.fresh) {
       this.#unlink(held);
       clearTimeout(held.timer);
@@ -382,40 +385,43 @@ export class ConnectionGuard {
    * such connections are in the newcomers' lane.
    */
   #establishedVictim(): Held | undefined {
-    const idle = this.#limits.replaceIdle === true;
     const now = performance.now();
     const count = new Map<Source, number>();
-    const candidates: Held[] = [];
-    for (const h of this.#held.values()) {
-      if (h.fresh) continue;
-      count.set(h.from, (count.get(h.from) ?? 0) + 1);
-      if ((idle && h.busy === 0) || h.latest?.complete === false || this.#unread(h, now)) candidates.push(h);
-    }
+    for (const h of this.#held.values()) if (!h.fresh) count.set(h.from, (count.get(h.from) ?? 0) + 1);
+    // Idle first (nothing is lost), then an answer its reader does not take, then a request arriving;
+    // within each, the one idle or waiting longest. -1: not one that may go.
+    const rank = (h: Held) =>
+      this.#limits.replaceIdle === true && this.#idle(h)
+        ? 2
+        : this.#unread(h, now)
+          ? 1
+          : !h.fresh && h.latest?.complete === false
+            ? 0
+            : -1;
     let best: Held | undefined;
-    // Idle first (nothing is lost), then an answer its reader does not take, then a request arriving.
-    const rank = (h: Held) => (h.busy === 0 ? 2 : h.latest?.complete === false ? 0 : 1);
-    for (const h of candidates) {
-      if (best === undefined) {
-        best = h;
-        continue;
-      }
-      const [mine, theirs] = [count.get(h.from)!, count.get(best.from)!];
-      if (
-        mine > theirs ||
-        (mine === theirs && rank(h) > rank(best)) ||
-        (mine === theirs && rank(h) === rank(best) && h.since < best.since)
-      )
-        best = h;
+    let key = [0, 0, 0];
+    for (const h of this.#held.values()) {
+      const r = rank(h);
+      if (r < 0) continue;
+      const mine = [count.get(h.from)!, r, -(r === 2 ? h.idleSince : h.since)];
+      const i = mine.findIndex((v, at) => v !== key[at]);
+      if (best === undefined || (i >= 0 && mine[i]! > key[i]!)) [best, key] = [h, mine];
     }
     return best;
   }
 
   /**
-   * Whether `h`'s answer waits on its reader: its request arrived whole slowRequestMs or more ago, and
-   * bytes of the answer are still queued because the kernel will not take them (the reader does not
-   * read, or shrank its window). The API server reads an answer as it comes; a tenant that never read
-   * its answers, 256 connections of them, held every place until the answer deadline, a connection
-   * being answered was never closed, and the lane was empty (issue 37, a ninth review).
+   * Idle between keep-alive requests: not busy, and not closing after an answer that said `Connection:
+   * close` (a kubelet probe's), whose reset could cut it short: a ninth review's probes were reset so.
+   */
+  #idle(h: Held): boolean {
+    return !h.fresh && h.busy === 0 && !h.closing;
+  }
+
+  /**
+   * Whether `h`'s answer waits on its reader: its request arrived whole slowRequestMs ago or more, and the
+   * kernel will not take the rest of the answer. How long an answer lasts is the reader's to decide: 256
+   * that were never read held every place until the answer deadline (issue 37, a ninth review).
    */
   #unread(h: Held, now: number): boolean {
     const answer = h.answering;
@@ -432,7 +438,7 @@ export class ConnectionGuard {
   #oldestIdle(from?: Source): Held | undefined {
     if (this.#limits.replaceIdle !== true) return undefined;
     for (const h of this.#held.values())
-      if (!h.fresh && h.busy === 0 && (from === undefined || h.from === from)) return h;
+      if (this.#idle(h) && (from === undefined || h.from === from)) return h;
     return undefined;
   }
 
