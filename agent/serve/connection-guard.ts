@@ -79,6 +79,8 @@ interface Held {
   latest?: IncomingMessage;
   /** The answer to the latest request: a request before it is ended was pipelined. */
   answering?: ServerResponse;
+  /** The stream answers are written to (a pipelined response has none until the one before it ends). */
+  wire?: Socket;
   /** performance.now() when it last began a request with nothing of its own in progress. */
   since: number;
   /**
@@ -239,6 +241,7 @@ export class ConnectionGuard {
     if (held.busy === 0 && held.latest?.complete !== false) held.since = performance.now();
     held.latest = req;
     held.answering = res;
+    held.wire = res.socket ?? held.wire;
     held.busy++;
     // 'close' comes once per response, whether it was sent in full or cut off.
     res.once('close', () => {
@@ -424,14 +427,9 @@ export class ConnectionGuard {
    * that were never read held every place until the answer deadline (issue 37, a ninth review).
    */
   #unread(h: Held, now: number): boolean {
-    const answer = h.answering;
-    return (
-      h.latest?.complete === true &&
-      answer !== undefined &&
-      !answer.writableFinished &&
-      (answer.socket?.writableLength ?? 0) > 0 &&
-      now - h.since >= this.#limits.slowRequestMs
-    );
+    // The connection's stream, not its latest answer's: a request pipelined behind an unread answer has
+    // no socket of its own yet, and hid the one before it (a tenth review).
+    return h.busy > 0 && (h.wire?.writableLength ?? 0) > 0 && now - h.since >= this.#limits.slowRequestMs;
   }
 
   /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */

@@ -252,4 +252,19 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     await closes(stalled[0]!, 'the longest unread answer of the address holding the most');
     await holds(g, 3);
   });
+
+  it('newcomerLane: an unread answer with a request pipelined behind it makes room too', async () => {
+    const g = await guarded(2, 10, 60_000, 1, 200);
+    const stalled = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.3')];
+    for (const c of stalled) c.socket.write('GET /big HTTP/1.1\r\nhost: guard\r\n\r\n');
+    await holds(g, 2);
+    await sleep(100);
+    // The next request, sent once the server ended the answer before it, which is still unread.
+    for (const c of stalled) c.socket.write('GET /ok HTTP/1.1\r\nhost: guard\r\n\r\n');
+    await sleep(300);
+    const probe = await open(g.port, '127.0.0.9');
+    await get(probe, '/ok');
+    assert.equal(g.refusals.length, 1, 'one stalled connection made room');
+    assert.notEqual(g.refusals[0]![1], '127.0.0.9', 'not the probe');
+  });
 });
