@@ -248,6 +248,10 @@ export const CONVENTION_FAMILIES: readonly RefusedEnvFamily[] = [
       'CERTIFICATE_AUTHORITIES',
       // fabric8's KUBERNETES_TRUST_CERTIFICATES, Spring's …_SSL_VALIDATESERVERCERTIFICATE (a ninth review).
       'TRUST_CERTIFICATES',
+      // Quarkus spells trust-store TRUST_STORE and has TRUST_ALL; Keycloak's HOSTNAME_VERIFIER (a tenth review).
+      'TRUST_STORE',
+      'TRUST_ALL',
+      'HOSTNAME_VERIFIER',
       'TRUSTCERTIFICATES',
       'VALIDATESERVERCERTIFICATE',
       'VALIDATE_SERVER_CERTIFICATE',

@@ -468,6 +468,10 @@ export const READER_FAMILIES: readonly RefusedEnvFamily[] = [
       'GCE_METADATA',
       'KUBERNETES_',
       'VAULT_',
+      // OpenBao's own names for Vault's, and other secret managers' clients (a tenth review).
+      'BAO_',
+      'CONJUR_',
+      'INFISICAL_',
       'CONSUL_',
       'NOMAD_',
       'SPRING_CLOUD_',

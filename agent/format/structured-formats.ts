@@ -37,7 +37,7 @@ export function toPropertiesText(value: Json): string {
       }
       if (written.has(key))
         throw new ValueFormatError(
-          `key ${quote(key)} appears twice once nested objects are flattened with "."`,
+          `two keys (of ${key.length} characters once joined) are the same once nested objects are flattened with "."`,
           'rename one of the keys, or use FORMAT=json or FORMAT=yaml',
         );
       written.add(key);
