@@ -108,10 +108,12 @@ export function refusedEnvName(name: string): RefusedEnvMatch | undefined {
   // A qualifier after the convention's word changes nothing a script does with it (JAVA_OPTS_APPEND,
   // GUNICORN_CMD_ARGS_EXTRA): the word as a whole word of the name, with more after it.
   if (SECRET_ENDINGS.some((e) => key.endsWith(e))) return undefined;
+  // Every place the word appears, not the first only: `XRC_RC_Y` holds RC_ as a word after `XRC_`.
   const word = SUFFIXES.find((s) => {
     const text = s.text.replace(/^_/, '');
-    const at = key.indexOf(`${text}_`);
-    return at >= 0 && (at === 0 || key[at - 1] === '_') && at + text.length + 1 < key.length;
+    for (let at = key.indexOf(`${text}_`); at >= 0; at = key.indexOf(`${text}_`, at + 1))
+      if ((at === 0 || key[at - 1] === '_') && at + text.length + 1 < key.length) return true;
+    return false;
   });
   if (word) {
     const text = `${word.text.replace(/^_/, '')}_`;

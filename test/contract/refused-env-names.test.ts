@@ -542,6 +542,9 @@ describe('the refused env names: the eighth review’s names (issue 37)', () => 
         assert.ok(refused, `${spelt} is refused`);
         assert.ok(ruleMatches(refused.rule, spelt), `${spelt}: ${refused.rule} matches it`);
       }
+    // A convention's word after a head that ends with the same letters (found by the property test).
+    for (const name of ['OA1KRC_RC_35__0', 'BBIN_BIN_Y_A3_QP27', 'NNYJRC_RC_L4EF8MBB__', 'ACA_CA_0'])
+      assert.ok(refusedEnvName(name), `${name} is refused`);
     for (const name of ['HTTPS_PROXY', 'AWS_ENDPOINT_URL_STS', 'KUBERNETES_SERVICE_HOST'])
       assert.match(refusedEnvName(name)!.consequence, /pod’s credentials/);
     for (const name of [
