@@ -74,10 +74,7 @@ describe('versions a backend does not name are never published', { timeout: 120_
   it('sidecar: a rotation tells the app which secret has no version, and restart-on-change refuses it as unversioned, with the fix', async () => {
     using dir = memoryDir();
     const [pod] = fake.addDeployment(NS, 'web', 2);
-    const saDir = mkdtempSync(join(work, 'sa-'));
-    writeFileSync(join(saDir, 'token'), `${fake.token}\n`);
-    writeFileSync(join(saDir, 'ca.crt'), fake.caPem);
-    writeFileSync(join(saDir, 'namespace'), NS);
+    const saDir = fake.serviceAccountDir(work, NS);
     const source = join(work, 'sidecar-value');
     const rotate = (value: string) => {
       writeFileSync(`${source}.tmp`, value);

@@ -9,6 +9,8 @@
  * Events go through the create path's checks in the real order (see createEvent).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:https';
 import { selfSignedCertificate } from '../support/self-signed-cert.ts';
 import { writeStatus } from './kubernetes-status.ts';
@@ -37,6 +39,11 @@ export interface KubernetesWorkloadsFake {
   readonly caPem: string;
   /** The only bearer token accepted; change it to act out a token rotation. */
   token: string;
+  /**
+   * A new directory under `parent` holding what the kubelet mounts for the service account (token,
+   * ca.crt, namespace), as the agent reads it from SERVICE_ACCOUNT_DIR.
+   */
+  serviceAccountDir(parent: string, namespace: string): string;
   /** `system:serviceaccount:NS:NAME`, as RBAC messages name the caller. */
   readonly user: string;
   /** The RBAC rules granted, as `verb resource` (e.g. `patch deployments`). */
@@ -494,6 +501,13 @@ export async function startKubernetesWorkloadsFake(
     url: `https://127.0.0.1:${port}`,
     caPem: cert,
     token: `fake-token-${suffix(16)}`,
+    serviceAccountDir(parent, namespace) {
+      const dir = mkdtempSync(join(parent, 'serviceaccount-'));
+      writeFileSync(join(dir, 'token'), `${fake.token}\n`);
+      writeFileSync(join(dir, 'ca.crt'), cert);
+      writeFileSync(join(dir, 'namespace'), namespace);
+      return dir;
+    },
     user: `system:serviceaccount:${sa.namespace}:${sa.name}`,
     allowed: new Set([
       'get pods',

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -36,10 +36,7 @@ describe('fault: the Kubernetes API is down when a rotation asks for a restart (
   it('writes the rotation, counts the failed restart with its reason, keeps running, and restarts on the next rotation once the API is back', async () => {
     using dir = memoryDir();
     const [pod] = fake.addDeployment(NS, 'web', 2);
-    const saDir = mkdtempSync(join(work, 'sa-'));
-    writeFileSync(join(saDir, 'token'), `${fake.token}\n`);
-    writeFileSync(join(saDir, 'ca.crt'), fake.caPem);
-    writeFileSync(join(saDir, 'namespace'), NS);
+    const saDir = fake.serviceAccountDir(work, NS);
     const rotate = (value: string) => aws.put('shop/db-password', value);
     await rotate(canary('v1'));
 

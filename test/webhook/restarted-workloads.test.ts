@@ -5,9 +5,8 @@
  * agent's own `secret-agent.io/restarted-for`, so a restarted workload could create no new pod.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { SidecarSettings } from '../../agent/contract/agent-config.ts';
@@ -86,10 +85,7 @@ describe('restart-on-change: the pods of a restarted workload are admitted and i
 
   before(async () => {
     fake = await startKubernetesWorkloadsFake({ serviceAccount: { namespace: NS, name: 'shop-api' } });
-    saDir = mkdtempSync(join(tmpdir(), 'serviceaccount-'));
-    writeFileSync(join(saDir, 'token'), `${fake.token}\n`);
-    writeFileSync(join(saDir, 'ca.crt'), fake.caPem);
-    writeFileSync(join(saDir, 'namespace'), NS);
+    saDir = fake.serviceAccountDir(tmpdir(), NS);
     pair = await makeServingPair();
     tls = certDir();
     tls.write(pair);
