@@ -16,7 +16,7 @@ export const MAX_CONNECTIONS = 256;
 
 /**
  * Connections held at once from one address. Behind Konnectivity every call of every API server comes
- * from one or a few proxy addresses: a source at its cap closes its oldest connection idle between
+ * from one or a few proxy addresses: a source at its cap closes its longest idle connection between
  * keep-alive requests for its next (replaceIdle in agent/serve/connection-guard.ts), so for the API
  * server the cap binds only calls in progress. At 32, the bench's 1,000 admissions a second from one
  * address (64 keep-alive sockets) had a fifth of its calls refused whenever a pause let more than 32
@@ -51,8 +51,9 @@ export const MAX_CONNECTIONS_IN_GRACE = 0;
 /**
  * Places newcomers always have (newcomerLane in agent/serve/connection-guard.ts): connections past
  * their first request, idle or with a request arriving, hold at most MAX_CONNECTIONS less these; past
- * that, one of them makes room for a newcomer (from the address holding the most) before any newcomer
- * goes. The API server keeps at most 25 idle per replica (its webhook client's transport), three
+ * that, one of them makes room for a newcomer (the one without progress the longest, whatever its
+ * address: by the address holding the most, the API server's few were closed as it reused them)
+ * before any newcomer goes. The API server keeps at most 25 idle per replica (its webhook client's transport), three
  * replicas 75, well inside the 192 left. Without a lane, a tenant's pool of keep-alive connections
  * that each sent one request, 255 from 5 addresses, was kept as the API server's pool would be, and a
  * newcomer every 2 ms left the kubelet 10 % of its probes (issue 37, an eighth review).

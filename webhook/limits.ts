@@ -140,19 +140,19 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'Connections held at once',
     limit: String(MAX_CONNECTIONS),
-    past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; then one whose request is still arriving ${SLOW_REQUEST_MS} ms after it began (pipelined: after its connection was last answered in full), from the address holding the most connections, the slowest of its own; else the oldest idle between requests; when every one is answering a request that has arrived, the newcomer. None is closed before it has been read once, nor while it answers a request that has arrived whole`,
+    past: `one that has sent no request is closed for the newcomer: past its grace (${CONNECTION_GRACE_MS / 1000} s from its accept) first, from the address holding the most such, the oldest of those; then one whose request is still arriving ${SLOW_REQUEST_MS} ms after it began (pipelined: after its connection was last answered in full), from the address holding the most connections, the slowest of its own; else one within its grace read once already, the oldest, whatever its address; else the longest idle between requests; when every one is answering a request that has arrived, the newcomer. None is closed before it has been read once, nor while it answers a request that has arrived whole`,
     why: `The API server keeps a few idle per replica and opens more only for calls in progress; probes and a scrape add a few. ${MAX_CONNECTIONS} × ${size(CONNECTION_BYTES)} at most.`,
   },
   {
     what: 'Of those, connections past their first request (idle between requests, a request still arriving, or an answer its reader has not taken)',
     limit: String(MAX_CONNECTIONS - NEWCOMER_LANE),
-    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: from the address holding the most such, idle first, then an answer unread ${SLOW_REQUEST_MS} ms after its request arrived, then a request arriving; so newcomers always have ${NEWCOMER_LANE} places`,
+    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: the one without progress the longest, whatever its address (idle since its last answer, an answer unread or a request arriving since it began ${SLOW_REQUEST_MS} ms or more ago); so newcomers always have ${NEWCOMER_LANE} places`,
     why: 'The API server keeps at most 25 idle connections per replica. Who is the API server cannot be told from how its connections behave: a tenant’s keep-alive pool was kept as the API server’s would be, and the kubelet’s probes were closed mid-handshake.',
   },
   {
     what: 'Connections held at once from one address',
     limit: String(MAX_CONNECTIONS_PER_SOURCE),
-    past: `every connection counted, that address’s oldest connection past its grace that has sent no request, else its oldest idle between requests, else its slowest request still arriving ${SLOW_REQUEST_MS} ms after it began, is closed for the newcomer; a newcomer within its grace is never refused for its address (the node’s, whose kubelet probes, may be shared)`,
+    past: `every connection counted, that address’s oldest connection past its grace that has sent no request, else its longest idle between requests, else its slowest request still arriving ${SLOW_REQUEST_MS} ms after it began, is closed for the newcomer; a newcomer within its grace is never refused for its address (the node’s, whose kubelet probes, may be shared)`,
     why: 'One pod cannot take the rest. Behind Konnectivity all API server calls come from one or a few addresses: only its calls in progress count against this.',
   },
   {

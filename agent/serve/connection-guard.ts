@@ -24,13 +24,12 @@ export interface ConnectionLimits {
   readonly graceMs: number;
   /**
    * How many newcomers within their grace may be held beyond `maxConnections`: room for those whose
-   * request has not been read yet, however many sources keep the port full. Past it, the one closed is
-   * from the source holding the most connections without a request, the oldest of those.
+   * request has not been read yet, however many sources keep the port full. Past it, the oldest goes.
    */
   readonly maxInGrace: number;
   /**
    * At a cap, close a connection idle between keep-alive requests to make room rather than keep the
-   * newcomer waiting (at the per-source cap that source's oldest such; when full, once no connection
+   * newcomer waiting (at the per-source cap that source's longest idle; when full, once no connection
    * read once without a request is left): the API server's pool may hold more idle connections than the
    * per-source cap (one address behind Konnectivity), and its next call must get in. Off by default.
    */
@@ -45,9 +44,9 @@ export interface ConnectionLimits {
   /**
    * Places newcomers always have: past maxConnections − newcomerLane connections beyond their first request
    * (idle, with replaceIdle; a request still arriving; an answer unread slowRequestMs after its request
-   * arrived), one of those makes room before any newcomer, from the address holding the most. A tenant's
-   * keep-alive pool looked like the API server's and was kept, while newcomers were closed mid-handshake
-   * (issue 37, an eighth review). 0 (the default): no lane.
+   * arrived), the one without progress the longest makes room before any newcomer. A tenant's keep-alive
+   * pool looked like the API server's and was kept, while newcomers were closed mid-handshake (issue 37,
+   * an eighth review). 0 (the default): no lane.
    */
   readonly newcomerLane?: number;
   /**
@@ -65,15 +64,13 @@ interface Held {
   readonly socket: Socket;
   readonly key: string;
   readonly from: Source;
-  /** performance.now() at accept. */
+  /** performance.now() at accept, and the turn of the event loop it was accepted in. */
   readonly born: number;
-  /** The turn of the event loop it was accepted in. */
   readonly turn: number;
   /** Until its first request's headers are complete: the first to go when the server is full. */
   fresh: boolean;
-  /** Requests whose answer is not done yet: with none, the connection is idle. */
+  /** Requests whose answer is not done yet (with none, it is idle), and requests seen on it. */
   busy: number;
-  /** Requests seen on it. */
   requests: number;
   /** Its latest request: while not `complete`, still arriving. */
   latest?: IncomingMessage;
@@ -114,14 +111,13 @@ interface Source {
  * the one closed before it could be read: libuv accepts every connection waiting in the kernel's queue
  * before it reads any of them, so room is made only after the accepts of a turn of the event loop (in
  * its check phase), never from that turn's newcomers, and a newcomer within its grace goes only when
- * more than `maxInGrace` are. A kubelet probe, whose request follows its connect at once, is read
- * and answered before it could be closed, however many sources keep the port full (issue 37).
+ * more than `maxInGrace` are, the oldest first. A kubelet probe, whose request follows its connect at
+ * once, is read and answered before it could be closed, however many sources keep the port full.
  *
  * Its work for a newcomer is bounded by the number of sources, never a pass over all it holds (but
- * replaceIdle's look for an idle one): the agent's port runs it in V8's interpreter, under floods of
- * thousands of connections a second. Connections without a request
- * are kept in age order, each source's and all together, so the oldest is at hand; choosing the
- * source holding the most costs a look at each source's oldest, only when one is to be closed.
+ * for an idle or stalled one): the agent's port runs it in V8's interpreter, under floods of thousands
+ * of connections a second. Connections without a request are kept in age order, each source's and all
+ * together; choosing the source holding the most costs a look at each source's oldest.
  *
  * Connections are watched at TCP accept ('connection'), before any TLS handshake, and told apart by
  * their peer's address and port, which a TLS socket shares with the TCP socket under it.
@@ -286,7 +282,7 @@ export class ConnectionGuard {
     for (const from of this.#overShare) {
       while (from.held > maxPerSource) {
         const own =
-          (from.oldest !== undefined && waiting(from.oldest) ? from.oldest : this.#oldestIdle(from)) ??
+          (from.oldest !== undefined && waiting(from.oldest) ? from.oldest : this.#longestIdle(from)) ??
           this.#slowest(slow, from);
         if (own === undefined) break;
         this.#close(own, 'per-source');
@@ -303,14 +299,14 @@ export class ConnectionGuard {
       this.#evict(victim);
     }
     // Within their grace, more of them than the port keeps. Connections past their first request in the
-    // newcomers' lane first (newcomerLane); then one read once already, from the source holding the most
-    // without a request, the oldest of those; only then one idle between requests.
+    // newcomers' lane first (newcomerLane); then the oldest read once already, whatever its source; only
+    // then the longest idle between requests.
     const established = maxConnections - (this.#limits.newcomerLane ?? 0);
     while (this.#held.size > maxConnections + maxInGrace) {
       const victim =
-        (this.#held.size - this.#freshCount > established ? this.#establishedVictim() : undefined) ??
-        this.#fromMostHeld(readOnce) ??
-        this.#oldestIdle();
+        (this.#held.size - this.#freshCount > established ? this.#establishedVictim(now) : undefined) ??
+        this.#oldestNewcomer(readOnce) ??
+        this.#longestIdle();
       if (victim === undefined) break;
       this.#evict(victim);
     }
@@ -382,35 +378,38 @@ export class ConnectionGuard {
   }
 
   /**
-   * A connection past its first request that may make room: idle between requests (with replaceIdle)
-   * or with a request still arriving, never one being answered; from the address holding the most such,
-   * idle before arriving, then the longest idle or the slowest. A pass over all it holds, only while
-   * such connections are in the newcomers' lane.
+   * The oldest without a request that `may` go, whatever its source: a TLS newcomer has none for its
+   * handshake's few turns, a silent one for its whole grace. By the source holding the most, a node's
+   * two probes at once went before a tenant's one each from many addresses (the same CI run).
    */
-  #establishedVictim(): Held | undefined {
-    const now = performance.now();
-    const count = new Map<Source, number>();
-    for (const h of this.#held.values()) if (!h.fresh) count.set(h.from, (count.get(h.from) ?? 0) + 1);
-    // Idle first (nothing is lost), then an answer its reader does not take, then a request arriving;
-    // within each, the one idle or waiting longest. -1: not one that may go.
-    const rank = (h: Held) =>
-      this.#limits.replaceIdle === true && this.#idle(h)
-        ? 2
-        : this.#unread(h, now)
-          ? 1
-          : !h.fresh && h.latest?.complete === false
-            ? 0
-            : -1;
+  #oldestNewcomer(may: (h: Held) => boolean): Held | undefined {
+    let h = this.#oldestFresh;
+    while (h !== undefined && !may(h)) h = h.youngerOfAll;
+    return h;
+  }
+
+  /**
+   * Past their first request, idle (replaceIdle), unread or arriving for slowRequestMs: the one without
+   * progress the longest, whatever its source. By the address holding the most, the API server's pool
+   * of a few went before a tenant's one each from many, and its next call was reset (issue 37, the
+   * tenth review's CI run). A pass over all it holds, only while such are in the newcomers' lane.
+   */
+  #establishedVictim(now: number): Held | undefined {
     let best: Held | undefined;
-    let key = [0, 0, 0];
+    let stalled = -1;
     for (const h of this.#held.values()) {
-      const r = rank(h);
-      if (r < 0) continue;
-      const mine = [count.get(h.from)!, r, -(r === 2 ? h.idleSince : h.since)];
-      const i = mine.findIndex((v, at) => v !== key[at]);
-      if (best === undefined || (i >= 0 && mine[i]! > key[i]!)) [best, key] = [h, mine];
+      const since = this.#stalledSince(h, now);
+      if (since !== undefined && now - since > stalled) [best, stalled] = [h, now - since];
     }
     return best;
+  }
+
+  /** Since when `h` has made no progress, if it may make room for a newcomer. */
+  #stalledSince(h: Held, now: number): number | undefined {
+    if (h.fresh) return undefined;
+    if (this.#limits.replaceIdle === true && this.#idle(h)) return h.idleSince;
+    const arriving = h.latest?.complete === false && now - h.since >= this.#limits.slowRequestMs;
+    return arriving || this.#unread(h, now) ? h.since : undefined;
   }
 
   /**
@@ -423,21 +422,24 @@ export class ConnectionGuard {
 
   /**
    * Whether `h`'s answer waits on its reader: its request arrived whole slowRequestMs ago or more, and the
-   * kernel will not take the rest of the answer. How long an answer lasts is the reader's to decide: 256
-   * that were never read held every place until the answer deadline (issue 37, a ninth review).
+   * kernel will not take the rest of the answer on its stream (a ninth review: 256 never read held every
+   * place; a tenth: a request pipelined behind one has no socket of its own yet, and hid it).
    */
   #unread(h: Held, now: number): boolean {
-    // The connection's stream, not its latest answer's: a request pipelined behind an unread answer has
-    // no socket of its own yet, and hid the one before it (a tenth review).
     return h.busy > 0 && (h.wire?.writableLength ?? 0) > 0 && now - h.since >= this.#limits.slowRequestMs;
   }
 
-  /** With replaceIdle, the oldest connection idle between requests (of `from`, if given). */
-  #oldestIdle(from?: Source): Held | undefined {
-    if (this.#limits.replaceIdle !== true) return undefined;
-    for (const h of this.#held.values())
-      if (this.#idle(h) && (from === undefined || h.from === from)) return h;
-    return undefined;
+  /**
+   * With replaceIdle, the longest idle between requests (of `from`, if given): a pool reuses its latest
+   * idle connection first (Go's, Node's), so the longest idle is the least likely to be written to.
+   */
+  #longestIdle(from?: Source): Held | undefined {
+    let best: Held | undefined;
+    if (this.#limits.replaceIdle === true)
+      for (const h of this.#held.values())
+        if (this.#idle(h) && (from ?? h.from) === h.from && !(best && best.idleSince <= h.idleSince))
+          best = h;
+    return best;
   }
 
   /** Closes `held` to make room: per-source while its address holds more than its share, else full. */

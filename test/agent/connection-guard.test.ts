@@ -176,6 +176,26 @@ describe('ConnectionGuard, on a real HTTP server on loopback', { timeout: 30_000
     for (const c of [first[1]!, ...inGrace, fifth]) assert.equal(await request(c), 'HTTP/1.1 200 OK');
   });
 
+  it('within their grace, the oldest goes whatever its source: a node’s two newcomers, their requests not sent yet, stay while tenants hold one each from many addresses', async () => {
+    const g = await guarded({
+      maxConnections: 2,
+      maxPerSource: 10,
+      firstRequestMs: LONG,
+      graceMs: LONG,
+      maxInGrace: 2,
+    });
+    const tenants = [];
+    for (const from of ['127.0.0.3', '127.0.0.4', '127.0.0.5']) tenants.push(await open(g.port, from));
+    await holds(g, 3);
+    await staysOpen(tenants[0]!, 100, 'within its grace, with room for it');
+    // The kubelet's liveness and readiness probes at once, mid-handshake as TLS keeps them.
+    const probes = [await open(g.port, '127.0.0.9'), await open(g.port, '127.0.0.9')];
+    await tenants[0]!.closed;
+    await holds(g, 4);
+    assert.deepEqual(g.sources, ['127.0.0.3']);
+    for (const c of probes) assert.equal(await request(c), 'HTTP/1.1 200 OK');
+  });
+
   it('when full of connections that have all sent a request, closes the newcomer once it has been read', async () => {
     const g = await guarded({ maxConnections: 2, maxPerSource: 10, firstRequestMs: LONG });
     const a = await open(g.port, '127.0.0.2');

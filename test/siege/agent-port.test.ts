@@ -134,10 +134,17 @@ describe(
       assert.ok(peakFds < mostHeld + 64, `${peakFds} open descriptors`);
       assert.ok(mostHeld + 64 < CONTAINER_NOFILE / 2, 'the port’s most is far from the open-file limit');
 
-      // Every flood connection was closed unanswered by the port (none sent a complete request): soon
-      // after the deadline, as many refusals are counted as the flood opened connections, but for those
-      // still in the kernel's queue when the flood ended (reset, they are gone before the agent sees them).
-      const opened = result.floods.reduce((n, f) => n + f.opened, 0);
+      // Every flood connection the port closed, it closed unanswered (none sent a complete request) and
+      // counted: as many refusals as the flood saw closed by the port by the end of the hold. Not as many
+      // as it opened: a connection the kernel completed but dropped from a full accept queue (a loaded
+      // machine) or still held in it never reached the agent (CI, the tenth review's run: short of 13,620).
+      const closedByPort = result.floodsAtEnd.reduce((n, f) => n + f.closedByServer, 0);
+      const stillOpen = result.floodsAtEnd.reduce((n, f) => n + f.open, 0);
+      t.diagnostic(`closed by the port ${closedByPort}, still open at the end ${stillOpen}`);
+      assert.ok(
+        closedByPort >= FLOOD * 0.9,
+        `the port closed ${closedByPort} of the flood's connections (${stillOpen} still open): not closed unanswered`,
+      );
       const refusals = async () => {
         const text = await (await fetch(`http://${host}:${port}/metrics`)).text();
         const lines = text.matchAll(
@@ -149,9 +156,9 @@ describe(
         async () => {
           const now = await refusals();
           const counted = Object.values(now).reduce((n, v) => n + v, 0);
-          return counted >= opened - AGENT_PORT_LIMITS.listenBacklog ? now : undefined;
+          return counted >= closedByPort ? now : undefined;
         },
-        `${opened} refusals`,
+        `${closedByPort} refusals`,
         30_000,
       );
       t.diagnostic(`refused by reason ${JSON.stringify(by)}`);

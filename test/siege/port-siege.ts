@@ -18,6 +18,8 @@ export interface SiegeResult {
   readonly failures: readonly string[];
   /** Each flood process's figures once it had opened all its connections. */
   readonly floods: readonly FloodFigures[];
+  /** And at the end of the hold, before it closed what it still held. */
+  readonly floodsAtEnd: readonly FloodFigures[];
 
   /** The largest memory sample (whatever `sampleMemory` measures), in bytes. */
   readonly peakMemory: number;
@@ -34,6 +36,8 @@ export interface SiegeResult {
 function startFlood(plan: FloodPlan): {
   child: ChildProcess;
   done: Promise<FloodFigures>;
+  /** Its last report, once it has exited (it reports at SIGTERM, then closes what it holds). */
+  last: Promise<FloodFigures | undefined>;
 } {
   const child = spawn('nice', ['-n', '5', process.execPath, FLOOD_JS, JSON.stringify(plan)], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -48,7 +52,13 @@ function startFlood(plan: FloodPlan): {
     child.once('exit', (code) => reject(new Error(`flood exited with ${code} before it had opened all`)));
   });
   done.catch(() => undefined);
-  return { child, done };
+  const last = new Promise<FloodFigures | undefined>((resolve) =>
+    child.once('close', () => {
+      const line = out.trim().split('\n').at(-1);
+      resolve(line ? (JSON.parse(line) as FloodFigures) : undefined);
+    }),
+  );
+  return { child, done, last };
 }
 
 /** One probe as the kubelet sends it: its own connection, an answer within the rendered timeoutSeconds. */
@@ -106,7 +116,19 @@ export async function siege(options: {
       await tick;
     }
     if (doneAt === undefined) throw new Error(`the floods had not opened their connections in ${maxMs} ms`);
-    return { probes, answered, failures, floods: await figures, peakMemory, baselineMemory };
+    const opened = await figures;
+    for (const f of floods) f.child.kill('SIGTERM');
+    const atEnd = await Promise.all(floods.map((f) => f.last));
+    if (atEnd.some((f) => f === undefined)) throw new Error('a flood exited without its last report');
+    return {
+      probes,
+      answered,
+      failures,
+      floods: opened,
+      floodsAtEnd: atEnd as FloodFigures[],
+      peakMemory,
+      baselineMemory,
+    };
   } finally {
     for (const f of floods) f.child.kill('SIGTERM');
   }
