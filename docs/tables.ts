@@ -279,7 +279,7 @@ export const AGENT_REFERENCE_TABLES: Record<string, () => string> = {
         [
           'A connection’s grace, from its handshake (Node: its accept); the small sidecar gives none to one that has sent part of a request',
           `${l.graceMs} ms`,
-          `within it, a connection is not closed to make room: newcomers wait in the kernel’s queue (${l.residentListenBacklog} long) until a grace ends (the small sidecar), or up to ${l.maxInGrace} are held beyond the ${l.maxConnections}, the oldest going first past that (the Node agent, its queue ${l.listenBacklog} long)`,
+          `within it, a connection is not closed to make room: newcomers wait in the kernel’s queue (${l.residentListenBacklog} long) until a grace ends (the small sidecar), or up to ${l.maxInGrace} are held beyond the ${l.maxConnections}; past that the oldest goes, of an address holding more than 8 of them first (the Node agent, its queue ${l.listenBacklog} long)`,
         ],
         [
           'Connections held from one address, past their grace',

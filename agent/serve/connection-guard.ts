@@ -57,6 +57,9 @@ export interface ConnectionLimits {
   readonly maxRequests?: number;
 }
 
+/** Newcomers one caller has mid-handshake at once (a node's probes, an API server's few): more is a crowd. */
+const CROWD = 8;
+
 /** Why the guard closed a connection: the `reason` a caller counts. */
 export type ConnectionRefusal = 'per-source' | 'full' | 'no-request';
 
@@ -72,9 +75,8 @@ interface Held {
   /** Requests whose answer is not done yet (with none, it is idle), and requests seen on it. */
   busy: number;
   requests: number;
-  /** Its latest request: while not `complete`, still arriving. */
+  /** Its latest request (while not `complete`, still arriving) and its answer (pipelined if before its end). */
   latest?: IncomingMessage;
-  /** The answer to the latest request: a request before it is ended was pipelined. */
   answering?: ServerResponse;
   /** The stream answers are written to (a pipelined response has none until the one before it ends). */
   wire?: Socket;
@@ -94,11 +96,10 @@ interface Held {
   youngerOfAll?: Held;
 }
 
-/** What one source address holds. */
+/** What one source address holds; of those, how many have sent no request yet, and their list's ends. */
 interface Source {
   readonly address: string;
   held: number;
-  /** How many of them have sent no request yet; the ends of their list, oldest first. */
   fresh: number;
   oldest?: Held;
   youngest?: Held;
@@ -111,16 +112,14 @@ interface Source {
  * the one closed before it could be read: libuv accepts every connection waiting in the kernel's queue
  * before it reads any of them, so room is made only after the accepts of a turn of the event loop (in
  * its check phase), never from that turn's newcomers, and a newcomer within its grace goes only when
- * more than `maxInGrace` are, the oldest first. A kubelet probe, whose request follows its connect at
+ * more than `maxInGrace` are (#oldestNewcomer). A kubelet probe, whose request follows its connect at
  * once, is read and answered before it could be closed, however many sources keep the port full.
  *
- * Its work for a newcomer is bounded by the number of sources, never a pass over all it holds (but
- * for an idle or stalled one): the agent's port runs it in V8's interpreter, under floods of thousands
- * of connections a second. Connections without a request are kept in age order, each source's and all
- * together; choosing the source holding the most costs a look at each source's oldest.
- *
- * Connections are watched at TCP accept ('connection'), before any TLS handshake, and told apart by
- * their peer's address and port, which a TLS socket shares with the TCP socket under it.
+ * Its work for a newcomer is bounded by the number of sources (but for an idle or stalled one): the
+ * agent's port runs it in V8's interpreter, under floods of thousands of connections a second.
+ * Connections without a request are kept in age order, each source's and all together. Each is watched
+ * from TCP accept ('connection'), before any TLS handshake, and told apart by its peer's address and
+ * port, which a TLS socket shares with the TCP socket under it.
  */
 export class ConnectionGuard {
   readonly #limits: ConnectionLimits;
@@ -330,11 +329,8 @@ export class ConnectionGuard {
     }
     for (const from of this.#overShare) young(from.oldest);
     if (firstBorn === Infinity) return;
-    this.#graceTimer = setTimeout(
-      () => this.#makeRoom(true),
-      Math.max(1, firstBorn + this.#limits.graceMs - now),
-    );
-    this.#graceTimer.unref();
+    const wait = Math.max(1, firstBorn + this.#limits.graceMs - now);
+    this.#graceTimer = setTimeout(() => this.#makeRoom(true), wait).unref();
   }
 
   /**
@@ -378,12 +374,16 @@ export class ConnectionGuard {
   }
 
   /**
-   * The oldest without a request that `may` go, whatever its source: a TLS newcomer has none for its
-   * handshake's few turns, a silent one for its whole grace. By the source holding the most, a node's
-   * two probes at once went before a tenant's one each from many addresses (the same CI run).
+   * Of a source holding more than CROWD without a request, the most, its oldest; else the oldest of
+   * all. By the most alone, a node's two probes at once went before a tenant's one each from many
+   * addresses (the same CI run); by age alone, one address closing and reopening its silent newcomers
+   * kept them all younger than a probe's TLS handshake on a loaded machine (the run after).
    */
   #oldestNewcomer(may: (h: Held) => boolean): Held | undefined {
-    let h = this.#oldestFresh;
+    let crowd: Source | undefined;
+    for (const from of this.#sources.values())
+      if (from.fresh > CROWD && from.fresh > (crowd?.fresh ?? 0) && may(from.oldest!)) crowd = from;
+    let h = crowd?.oldest ?? this.#oldestFresh;
     while (h !== undefined && !may(h)) h = h.youngerOfAll;
     return h;
   }

@@ -196,6 +196,23 @@ describe('ConnectionGuard, on a real HTTP server on loopback', { timeout: 30_000
     for (const c of probes) assert.equal(await request(c), 'HTTP/1.1 200 OK');
   });
 
+  it('within their grace, a crowd from one address goes first, its oldest: a probe mid-handshake outlives one address churning younger newcomers', async () => {
+    const g = await guarded({
+      maxConnections: 2,
+      maxPerSource: 100,
+      firstRequestMs: LONG,
+      graceMs: LONG,
+      maxInGrace: 8,
+    });
+    const probe = await open(g.port, '127.0.0.9');
+    const crowd = [];
+    for (let i = 0; i < 10; i++) crowd.push(await open(g.port, '127.0.0.3'));
+    await crowd[0]!.closed;
+    await holds(g, 10);
+    assert.deepEqual(g.sources, ['127.0.0.3']);
+    assert.equal(await request(probe), 'HTTP/1.1 200 OK');
+  });
+
   it('when full of connections that have all sent a request, closes the newcomer once it has been read', async () => {
     const g = await guarded({ maxConnections: 2, maxPerSource: 10, firstRequestMs: LONG });
     const a = await open(g.port, '127.0.0.2');
