@@ -108,7 +108,14 @@ describe('deploy/', () => {
 
   describe('kubectl kustomize renders each entry point', () => {
     {
-      for (const dir of ['base', 'overlays/cert-manager', 'overlays/self-managed', 'agent-rbac', '.']) {
+      for (const dir of [
+        'base',
+        'overlays/cert-manager',
+        'overlays/self-managed',
+        'agent-rbac',
+        'versions-reader',
+        '.',
+      ]) {
         it(dir, async () => {
           const objects = render(dir);
           for (const object of objects) await validate(object, `${dir} (rendered)`);
@@ -118,6 +125,18 @@ describe('deploy/', () => {
               (r.rules as { verbs: string[]; resources: string[] }[]).flatMap((rule) => rule.verbs),
             );
             assert.ok(!verbs.includes('*'));
+            return;
+          }
+          if (dir === 'versions-reader') {
+            // Read-only, and never a Secret: `versions` learns versions from the agents' logs.
+            const rules = find('ClusterRole').flatMap(
+              (r) => r.rules as { verbs: string[]; resources: string[] }[],
+            );
+            for (const rule of rules) {
+              for (const verb of rule.verbs) assert.ok(['get', 'list', 'watch'].includes(verb), verb);
+              for (const resource of rule.resources)
+                assert.ok(['pods', 'pods/log'].includes(resource), resource);
+            }
             return;
           }
           const [webhookConfig] = find('MutatingWebhookConfiguration');

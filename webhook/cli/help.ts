@@ -19,6 +19,7 @@ export function programHelp(): string {
   return [
     `Usage: ${PROGRAM}                 serve the mutating admission webhook (HTTPS)`,
     `       ${PROGRAM} render ...      inject into manifests offline, or check them (see render --help)`,
+    `       ${PROGRAM} versions ...    which version each injected pod holds; wait for one (see versions --help)`,
     `       ${PROGRAM} --help | --version`,
     '',
     ...wrap(

@@ -1,0 +1,108 @@
+import { request } from 'undici';
+import type { HeldFile, PodHolding } from './held-versions.ts';
+import type { InjectedPod } from './injected-pods.ts';
+
+/** Prometheus could not be asked, or did not answer a query: the message names the fix. */
+export class PrometheusError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PrometheusError';
+  }
+}
+
+interface Sample {
+  readonly metric: Record<string, string>;
+  readonly value: readonly [number, string];
+}
+
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+const TIMEOUT_MS = 60_000;
+
+async function query(base: string, promql: string): Promise<Sample[]> {
+  const url = new URL('api/v1/query', base.endsWith('/') ? base : `${base}/`);
+  url.searchParams.set('query', promql);
+  let res;
+  try {
+    res = await request(url, { headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS });
+  } catch (e) {
+    throw new PrometheusError(
+      `--prometheus: ${url.origin} cannot be reached (${(e as Error).message}). Fix: name Prometheus's URL, e.g. http://prometheus.monitoring:9090`,
+    );
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of res.body) {
+    size += (c as Buffer).length;
+    if (size > MAX_ANSWER_BYTES) {
+      res.body.destroy();
+      throw new PrometheusError(
+        `--prometheus: the answer to ${promql} is over ${MAX_ANSWER_BYTES >> 20} MiB. Fix: narrow it with -n or -l`,
+      );
+    }
+    chunks.push(c as Buffer);
+  }
+  const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as {
+    status?: string;
+    error?: string;
+    data?: { resultType?: string; result?: Sample[] };
+  };
+  if (res.statusCode !== 200 || body.status !== 'success' || body.data?.resultType !== 'vector')
+    throw new PrometheusError(
+      `--prometheus: the query ${promql} failed (HTTP ${res.statusCode}${body.error ? `: ${body.error}` : ''}). Fix: check the URL is Prometheus's API root`,
+    );
+  return body.data.result ?? [];
+}
+
+/** A PromQL string literal. */
+const literal = (s: string) => JSON.stringify(s);
+
+/**
+ * What each pod holds, as Prometheus last scraped it from its agent (the monitoring component's
+ * PodMonitor labels every series with `namespace` and `pod`): the same fields as the agents' logs. A
+ * pod without series was not scraped: an init-only pod serves no metrics, and a sidecar's port is
+ * on the pod's loopback unless AGENT_HTTP_ADDR is 0.0.0.0:8099.
+ */
+export async function prometheusHoldings(
+  base: string,
+  pods: readonly InjectedPod[],
+  namespace: string | undefined,
+): Promise<PodHolding[]> {
+  const where = namespace === undefined ? '' : `{namespace=${literal(namespace)}}`;
+  const [info, changed] = await Promise.all([
+    query(base, `secret_agent_secret_version_info${where}`),
+    query(base, `secret_agent_secret_changed_timestamp_seconds${where}`),
+  ]);
+  const key = (m: Record<string, string>) => `${m.namespace}/${m.pod}/${m.secret}`;
+  const changedAt = new Map(changed.map((s) => [key(s.metric), Number(s.value[1])]));
+  const byPod = new Map<string, HeldFile[]>();
+  for (const s of info) {
+    const m = s.metric;
+    const at = changedAt.get(key(m));
+    const files = byPod.get(`${m.namespace}/${m.pod}`) ?? [];
+    files.push({
+      secret: m.secret ?? '',
+      ref: '',
+      file: m.file ?? '',
+      provider: m.provider ?? '',
+      version: m.version ?? '',
+      // Seconds as a float: rounded back to the milliseconds the agent kept.
+      since: at !== undefined && Number.isFinite(at) ? new Date(Math.round(at * 1000)).toISOString() : '',
+    });
+    byPod.set(`${m.namespace}/${m.pod}`, files);
+  }
+  return pods.map((pod) => {
+    const refOf = new Map(pod.secrets.map((s) => [s.secret, s.ref]));
+    const files = (byPod.get(`${pod.namespace}/${pod.name}`) ?? [])
+      .map((f) => ({ ...f, ref: refOf.get(f.secret) ?? '' }))
+      .sort((a, b) => a.secret.localeCompare(b.secret, 'en', { numeric: true }));
+    if (files.length > 0) return { pod, files };
+    return {
+      pod,
+      files: [],
+      problem:
+        pod.agent === 'init-only'
+          ? 'init only: it serves no metrics (without --prometheus its log says what it fetched)'
+          : 'Prometheus has no series for it: not scraped (the monitoring component, AGENT_HTTP_ADDR 0.0.0.0:8099) or not started',
+    };
+  });
+}
