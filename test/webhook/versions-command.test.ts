@@ -298,6 +298,56 @@ describe('secret-agent-webhook versions, against real agents', { timeout: 240_00
     }
   });
 
+  it('a pod that only calls itself injected and writes its own log: nothing it logs reaches the terminal as a control sequence', async () => {
+    const forged = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'forged', namespace: 'tenant', annotations: { [STATUS_ANNOTATION]: 'injected' } },
+      spec: {
+        containers: [
+          {
+            name: 'secret-agent',
+            image: 'busybox',
+            env: [
+              { name: 'SECRET_0_REF', value: 'aws:x\u001b[2J' },
+              { name: 'SECRET_0_FILENAME', value: 'f\u0007' },
+            ],
+          },
+        ],
+      },
+      status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    };
+    api.putPod(forged);
+    const line = JSON.stringify({
+      level: 50,
+      msg: 'holding versions',
+      versions: [
+        {
+          secret: 'SECRET_0',
+          file: 'f\u001b]0;owned\u0007',
+          provider: 'aws\u009b',
+          version: 'v\u001b[31m9\u202e' + 'x'.repeat(5000),
+          changedAt: Date.now(),
+        },
+      ],
+    });
+    api.setLog(
+      'tenant',
+      'forged',
+      'secret-agent',
+      () => `${line}\n${JSON.stringify({ level: 50, msg: 'boom\u001b[2J' })}\n`,
+    );
+    const table = await run('-n', 'tenant');
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /forged\s+f\?\]0;owned\?\s+aws:x\?\[2J\s+v\?\[31m9\?x+\s/);
+    // eslint-disable-next-line no-control-regex
+    assert.doesNotMatch(table.stdout + table.stderr, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    assert.ok(
+      table.stdout.split('\n').every((l) => l.length < 1000),
+      'a field is bounded',
+    );
+  });
+
   it('every namespace, with -A: the namespace column', async () => {
     const all = await run('-A');
     assert.equal(all.code, 0, all.stderr);

@@ -1,4 +1,5 @@
 import type { InjectedPod } from './injected-pods.ts';
+import { printable } from './printable.ts';
 import { apiMessage, refusal } from './injected-pods.ts';
 import type { KubernetesReader } from './kubectl-proxy.ts';
 
@@ -53,7 +54,7 @@ function lines(text: string): LogLine[] {
   return out;
 }
 
-const text = (v: unknown) => (typeof v === 'string' ? v : '');
+const text = printable;
 
 /**
  * What a log says the pod holds: a sidecar's last `holding versions` line, else (an init container,

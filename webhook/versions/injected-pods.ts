@@ -1,6 +1,7 @@
 import { STATUS_ANNOTATION, STATUS_INJECTED } from '../../agent/contract/product-annotations.ts';
 import { AGENT_CONTAINER, AGENT_INIT_CONTAINER } from '../injected-names.ts';
 import type { KubernetesReader } from './kubectl-proxy.ts';
+import { printable } from './printable.ts';
 
 /** The few fields of a core/v1 Pod this command reads. */
 interface PodObject {
@@ -57,7 +58,7 @@ export class KubernetesReadError extends Error {
 export function apiMessage(status: number, text: string): string {
   try {
     const m = (JSON.parse(text) as { message?: unknown }).message;
-    if (typeof m === 'string') return m.slice(0, 500);
+    if (typeof m === 'string') return printable(m);
   } catch {
     // Not a Status object: a proxy's or load balancer's page.
   }
@@ -126,14 +127,15 @@ export function injectedPod(item: PodObject): InjectedPod | undefined {
   const env = new Map((source?.env ?? []).map((e) => [e.name, e.value ?? '']));
   for (const [name, ref] of env) {
     const id = SECRET_REF.exec(name)?.[1];
-    if (id !== undefined) secrets.push({ secret: id, ref, file: env.get(`${id}_FILENAME`) ?? '' });
+    if (id !== undefined)
+      secrets.push({ secret: id, ref: printable(ref), file: printable(env.get(`${id}_FILENAME`)) });
   }
   // Flyte's contract: one secret, SECRET_ARN and SECRET_FILENAME.
   if (env.has('SECRET_ARN'))
     secrets.push({
       secret: 'SECRET_ARN',
-      ref: env.get('SECRET_ARN')!,
-      file: env.get('SECRET_FILENAME') ?? '',
+      ref: printable(env.get('SECRET_ARN')),
+      file: printable(env.get('SECRET_FILENAME')),
     });
   secrets.sort((a, b) => a.secret.localeCompare(b.secret, 'en', { numeric: true }));
   return {

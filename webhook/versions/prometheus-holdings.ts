@@ -1,5 +1,6 @@
 import { request } from 'undici';
 import type { HeldFile, PodHolding } from './held-versions.ts';
+import { printable } from './printable.ts';
 import type { InjectedPod } from './injected-pods.ts';
 
 /** Prometheus could not be asked, or did not answer a query: the message names the fix. */
@@ -80,11 +81,11 @@ export async function prometheusHoldings(
     const at = changedAt.get(key(m));
     const files = byPod.get(`${m.namespace}/${m.pod}`) ?? [];
     files.push({
-      secret: m.secret ?? '',
+      secret: printable(m.secret),
       ref: '',
-      file: m.file ?? '',
-      provider: m.provider ?? '',
-      version: m.version ?? '',
+      file: printable(m.file),
+      provider: printable(m.provider),
+      version: printable(m.version),
       // Seconds as a float: rounded back to the milliseconds the agent kept.
       since: at !== undefined && Number.isFinite(at) ? new Date(Math.round(at * 1000)).toISOString() : '',
     });
