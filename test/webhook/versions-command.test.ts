@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { after, before, describe, it } from 'node:test';
@@ -13,6 +15,7 @@ import { STATUS_ANNOTATION } from '../../agent/contract/product-annotations.ts';
 import { VERSIONS_EXIT, runVersions } from '../../webhook/versions/versions-command.ts';
 import { startKubernetesPodsFake, type KubernetesPodsFake } from '../fakes/kubernetes-pods.ts';
 import { startPrometheusFake } from '../fakes/prometheus.ts';
+import { FakeVault } from '../fakes/vault.ts';
 import { residentBinary } from '../resident/resident-process.ts';
 import { assertNoCanary, canary } from '../support/canary.ts';
 import { freePort, MOTO_ENV, motoSecrets, startMoto, type Moto, type MotoSecrets } from '../support/moto.ts';
@@ -55,7 +58,10 @@ function pod(
 ): PodDoc & { status: unknown } {
   const base = basicPod({ 'secret-agent.io/aws-region': MOTO_ENV.AWS_REGION, ...annotations });
   base.metadata.labels = { ...base.metadata.labels, ...labels };
-  const injected = injectedPod(base, admitThroughWebhook(base, {}, { namespace: NS }));
+  const injected = injectedPod(
+    base,
+    admitThroughWebhook(base, { AGENT_VAULT_ADDR: 'https://vault.example:8200' }, { namespace: NS }),
+  );
   injected.metadata.name = name;
   injected.metadata.namespace = NS;
   return {
@@ -295,6 +301,81 @@ describe('secret-agent-webhook versions, against real agents', { timeout: 240_00
       assert.match(unreachable.stderr, /--prometheus: http:\/\/127\.0\.0\.1:1 cannot be reached .*Fix: /);
     } finally {
       await prometheus.stop();
+    }
+  });
+
+  it('Vault KV v2: the version number Vault names, a pod behind on the old one, and the wait for the new one', async () => {
+    const vault = await FakeVault.start();
+    const jwt = canary('versions-sa-jwt');
+    const credentials = mkdtempSync(join(tmpdir(), 'versions-sa-'));
+    writeFileSync(join(credentials, 'token'), jwt);
+    try {
+      vault.mountKv('secret', 2);
+      vault.policy('app', { 'secret/data/app': ['read'] });
+      vault.kubernetesRole('kubernetes', 'web', { jwt, policies: ['app'], ttlSec: 3600 });
+      values.push(canary('vault-first'));
+      vault.putKv('secret/app', { password: values.at(-1) });
+      const ref = 'vault:secret/data/app#password';
+      const vaultAgent = (name: string) => {
+        const dir = memoryDir();
+        const agent = startAgent({
+          AGENT_MODE: 'sidecar',
+          SECRETS_DIR: dir.path,
+          AGENT_HTTP_ADDR: '127.0.0.1:0',
+          REFRESH_INTERVAL: '1s',
+          VAULT_ADDR: vault.addr,
+          VAULT_ROLE: 'web',
+          VAULT_SA_TOKEN_FILE: join(credentials, 'token'),
+          SECRET_0_REF: ref,
+          SECRET_0_FILENAME: 'password',
+        });
+        agents.push(agent);
+        api.setLog(NS, name, 'secret-agent', () => agent.output().stdout);
+        return agent;
+      };
+      const annotations = {
+        'secret-agent.io/secret-password': ref,
+        'secret-agent.io/vault-role': 'web',
+        'secret-agent.io/sidecar-process': 'node',
+      };
+      for (const name of ['kv-1', 'kv-2']) api.putPod(pod(name, annotations, true, { tier: 'kv' }));
+      const [k1, k2] = [vaultAgent('kv-1'), vaultAgent('kv-2')];
+      await holding(k1, '1');
+      await holding(k2, '1');
+      await k2.stop();
+      values.push(canary('vault-second'));
+      vault.putKv('secret/app', { password: values.at(-1) });
+      await holding(k1, '2');
+
+      const listed = await run('-n', NS, '-l', 'tier=kv', '-o', 'json');
+      assert.equal(listed.code, 0, listed.stderr);
+      const doc = JSON.parse(listed.stdout) as {
+        pods: { name: string; files: { ref: string; provider: string; version: string; state: string }[] }[];
+      };
+      assert.deepEqual(
+        doc.pods.map((p) => [p.name, p.files.map((f) => [f.ref, f.provider, f.version, f.state])]),
+        [
+          ['kv-1', [[ref, 'vault', '2', 'current']]],
+          ['kv-2', [[ref, 'vault', '1', 'behind']]],
+        ],
+      );
+      const timedOut = await run(
+        '-n',
+        NS,
+        '-l',
+        'tier=kv',
+        '--wait-for',
+        `${ref}=2`,
+        '--timeout',
+        '1s',
+        '--interval',
+        '200ms',
+      );
+      assert.equal(timedOut.code, VERSIONS_EXIT.behind.code, timedOut.stderr);
+      assert.match(timedOut.stderr, new RegExp(`${NS}/kv-2: holds 1$`, 'm'));
+    } finally {
+      await vault.stop();
+      rmSync(credentials, { recursive: true, force: true });
     }
   });
 
