@@ -13,48 +13,51 @@ import { serve, startupFailed } from './cli/serve.ts';
 
 const args = process.argv.slice(2);
 
-if (args[0] === 'render') {
-  runRender(args.slice(1), {
-    env: process.env,
-    readStdin: async () => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks).toString('utf8');
-    },
-    stdout: (text) => process.stdout.write(text),
-    stderr: (text) => process.stderr.write(text),
-  }).then(
-    // exitCode, not exit(): stdout may be a pipe still draining the manifests.
+/** A command's exit code once it is done; a failure it did not expect is a bug: 70, with the stack. */
+function exitWhenDone(command: string, done: Promise<number>): void {
+  done.then(
+    // exitCode, not exit(): stdout may be a pipe still draining.
     (code) => (process.exitCode = code),
     (e: unknown) => {
       const err = e as Error;
       process.stderr.write(
-        `secret-agent-webhook render: unexpected failure: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
+        `secret-agent-webhook ${command}: unexpected failure: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
       );
       process.exitCode = 70;
     },
   );
+}
+
+const stdout = (text: string) => process.stdout.write(text);
+const stderr = (text: string) => process.stderr.write(text);
+
+if (args[0] === 'render') {
+  exitWhenDone(
+    'render',
+    runRender(args.slice(1), {
+      env: process.env,
+      readStdin: async () => {
+        const chunks: Buffer[] = [];
+        for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+        return Buffer.concat(chunks).toString('utf8');
+      },
+      stdout,
+      stderr,
+    }),
+  );
 } else if (args[0] === 'versions') {
   // Loaded only for this command: the server never needs its HTTP client.
-  import('./versions/versions-command.ts')
-    .then(({ runVersions }) =>
+  exitWhenDone(
+    'versions',
+    import('./versions/versions-command.ts').then(({ runVersions }) =>
       runVersions(args.slice(1), {
         env: process.env,
-        stdout: (text) => process.stdout.write(text),
-        stderr: (text) => process.stderr.write(text),
+        stdout,
+        stderr,
         stderrIsTTY: process.stderr.isTTY === true,
       }),
-    )
-    .then(
-      (code) => (process.exitCode = code),
-      (e: unknown) => {
-        const err = e as Error;
-        process.stderr.write(
-          `secret-agent-webhook versions: unexpected failure: ${err?.name ?? 'Error'}: ${err?.message ?? ''}\n${err?.stack ?? ''}\n`,
-        );
-        process.exitCode = 70;
-      },
-    );
+    ),
+  );
 } else if (args.includes('--help') || args.includes('-h')) {
   process.stdout.write(programHelp());
 } else if (args.includes('--version')) {

@@ -1,8 +1,8 @@
-import { parseArgs } from 'node:util';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { DNS_LABEL } from '../kubernetes-names.ts';
 import { STDIN } from './manifest-input.ts';
 import type { KubernetesVersion } from './render-settings.ts';
+import { parseCommandArgs } from './command-args.ts';
 
 /** `render`'s command line, parsed and checked; every error names the flag and the fix. */
 
@@ -19,25 +19,18 @@ const SEE_HELP = 'see secret-agent-webhook render --help';
 
 /** Throws a ConfigError naming the flag. */
 export function parseRenderOptions(args: readonly string[]): RenderOptions {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      strict: true,
-      allowPositionals: true,
-      options: {
-        file: { type: 'string', short: 'f', multiple: true },
-        check: { type: 'boolean' },
-        namespace: { type: 'string', short: 'n' },
-        'agent-image': { type: 'string' },
-        'cluster-version': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (e) {
-    // parseArgs names the option in its first sentence; the rest is about positionals after `--`.
-    throw new ConfigError('arguments', (e as Error).message.split(/\.(?: |$)/)[0]!, SEE_HELP);
-  }
+  const parsed = parseCommandArgs(
+    args,
+    {
+      file: { type: 'string', short: 'f', multiple: true },
+      check: { type: 'boolean' },
+      namespace: { type: 'string', short: 'n' },
+      'agent-image': { type: 'string' },
+      'cluster-version': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    SEE_HELP,
+  );
   const { values, positionals } = parsed;
   if (values.help) return { help: true, files: [], check: false, namespace: 'default' };
   if (positionals.length > 0)

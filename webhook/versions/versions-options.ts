@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util';
 import { ConfigError, quote } from '../../agent/contract/errors.ts';
 import { parseDuration } from '../../agent/contract/duration.ts';
 import { DNS_LABEL } from '../kubernetes-names.ts';
+import { parseCommandArgs } from '../cli/command-args.ts';
 
 /** `versions`'s command line, parsed and checked; every error names the flag and the fix. */
 export interface VersionsOptions {
@@ -47,31 +47,25 @@ function duration(flag: string, text: string, min: number, max: number): number 
 
 /** Throws a ConfigError naming the flag. */
 export function parseVersionsOptions(args: readonly string[], env: NodeJS.ProcessEnv): VersionsOptions {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      strict: true,
-      allowPositionals: true,
-      options: {
-        namespace: { type: 'string', short: 'n' },
-        'all-namespaces': { type: 'boolean', short: 'A' },
-        selector: { type: 'string', short: 'l' },
-        output: { type: 'string', short: 'o' },
-        'wait-for': { type: 'string' },
-        timeout: { type: 'string' },
-        interval: { type: 'string' },
-        concurrency: { type: 'string' },
-        prometheus: { type: 'string' },
-        kubectl: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        context: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (e) {
-    throw new ConfigError('arguments', (e as Error).message.split(/\.(?: |$)/)[0]!, SEE_HELP);
-  }
+  const parsed = parseCommandArgs(
+    args,
+    {
+      namespace: { type: 'string', short: 'n' },
+      'all-namespaces': { type: 'boolean', short: 'A' },
+      selector: { type: 'string', short: 'l' },
+      output: { type: 'string', short: 'o' },
+      'wait-for': { type: 'string' },
+      timeout: { type: 'string' },
+      interval: { type: 'string' },
+      concurrency: { type: 'string' },
+      prometheus: { type: 'string' },
+      kubectl: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    SEE_HELP,
+  );
   const { values, positionals } = parsed;
   const base = {
     namespace: undefined,
