@@ -146,7 +146,7 @@ export const WEBHOOK_LIMITS: readonly Limit[] = [
   {
     what: 'Of those, connections past their first request (idle between requests, a request still arriving, or an answer its reader has not taken)',
     limit: String(MAX_CONNECTIONS - NEWCOMER_LANE),
-    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: the one without progress the longest, whatever its address (idle since its last answer, an answer unread or a request arriving since it began ${SLOW_REQUEST_MS} ms or more ago); so newcomers always have ${NEWCOMER_LANE} places`,
+    past: `when the port is full, one of them is closed for the newcomer before any newcomer is: the one without progress the longest, whatever its address (idle since its last answer; an answer unread or a request still arriving since it began, however recently); never one whose whole request is being answered; so newcomers always have ${NEWCOMER_LANE} places`,
     why: 'The API server keeps at most 25 idle connections per replica. Who is the API server cannot be told from how its connections behave: a tenant’s keep-alive pool was kept as the API server’s would be, and the kubelet’s probes were closed mid-handshake.',
   },
   {

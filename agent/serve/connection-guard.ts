@@ -43,8 +43,8 @@ export interface ConnectionLimits {
   readonly slowRequestMs: number;
   /**
    * Places newcomers always have: past maxConnections − newcomerLane connections beyond their first request
-   * (idle, with replaceIdle; a request still arriving; an answer unread slowRequestMs after its request
-   * arrived), the one without progress the longest makes room before any newcomer. A tenant's keep-alive
+   * (idle, with replaceIdle; a request still arriving; an answer unread), the one without progress the
+   * longest makes room before any newcomer. A tenant's keep-alive
    * pool looked like the API server's and was kept, while newcomers were closed mid-handshake (issue 37,
    * an eighth review). 0 (the default): no lane.
    */
@@ -389,44 +389,39 @@ export class ConnectionGuard {
   }
 
   /**
-   * Past their first request, idle (replaceIdle), unread or arriving for slowRequestMs: the one without
-   * progress the longest, whatever its source. By the address holding the most, the API server's pool
-   * of a few went before a tenant's one each from many, and its next call was reset (issue 37, the
-   * tenth review's CI run). A pass over all it holds, only while such are in the newcomers' lane.
+   * Past their first request and not being answered: the one without progress the longest, whatever
+   * its source (by the address holding the most, the API server's few went before a tenant's one each
+   * from many: the tenth review's CI run). A pass over all it holds, only while such are in the lane.
    */
   #establishedVictim(now: number): Held | undefined {
     let best: Held | undefined;
     let stalled = -1;
     for (const h of this.#held.values()) {
-      const since = this.#stalledSince(h, now);
+      const since = this.#stalledSince(h);
       if (since !== undefined && now - since > stalled) [best, stalled] = [h, now - since];
     }
     return best;
   }
 
-  /** Since when `h` has made no progress, if it may make room for a newcomer. */
-  #stalledSince(h: Held, now: number): number | undefined {
-    if (h.fresh) return undefined;
-    if (this.#limits.replaceIdle === true && this.#idle(h)) return h.idleSince;
-    const arriving = h.latest?.complete === false && now - h.since >= this.#limits.slowRequestMs;
-    return arriving || this.#unread(h, now) ? h.since : undefined;
+  /**
+   * Since when `h` has made no progress, if it may make room for a newcomer: idle (replaceIdle), or its
+   * request still arriving, or its answer not taken, however briefly. A threshold (250 ms) was a state
+   * its client resets with one round trip: 256 requests each finished and begun again every 220 ms held
+   * the lane, and newcomers went instead (the eleventh review: 51 % of calls and probes). Never one
+   * whose whole request the server is answering, nor one closing after its answer (a probe's).
+   */
+  #stalledSince(h: Held): number | undefined {
+    if (h.fresh || h.closing) return undefined;
+    if (h.busy === 0) return this.#limits.replaceIdle === true ? h.idleSince : undefined;
+    // The connection's stream, not its latest answer's: a request pipelined behind an unread answer has
+    // no socket of its own yet, and hid the one before it (a tenth review).
+    const unread = (h.wire?.writableLength ?? 0) > 0;
+    return h.latest?.complete === false || unread ? h.since : undefined;
   }
 
-  /**
-   * Idle between keep-alive requests: not busy, and not closing after an answer that said `Connection:
-   * close` (a kubelet probe's), whose reset could cut it short: a ninth review's probes were reset so.
-   */
+  /** Idle between keep-alive requests: not busy, and not closing after an answer that said `Connection: close`. */
   #idle(h: Held): boolean {
     return !h.fresh && h.busy === 0 && !h.closing;
-  }
-
-  /**
-   * Whether `h`'s answer waits on its reader: its request arrived whole slowRequestMs ago or more, and the
-   * kernel will not take the rest of the answer on its stream (a ninth review: 256 never read held every
-   * place; a tenth: a request pipelined behind one has no socket of its own yet, and hid it).
-   */
-  #unread(h: Held, now: number): boolean {
-    return h.busy > 0 && (h.wire?.writableLength ?? 0) > 0 && now - h.since >= this.#limits.slowRequestMs;
   }
 
   /**

@@ -255,6 +255,28 @@ describe('ConnectionGuard with replaceIdle', { timeout: 30_000 }, () => {
     await holds(g, 3);
   });
 
+  it('newcomerLane: requests still arriving make room however recently they began; the one begun longest ago goes', async () => {
+    // slowRequestMs an hour: no request here is slow, and each still makes room (the eleventh review reset
+    // its requests every 220 ms, under the 250 ms that made one count).
+    const g = await guarded(3, 10, 60_000, 1, 3_600_000);
+    const arriving = [
+      await open(g.port, '127.0.0.3'),
+      await open(g.port, '127.0.0.2'),
+      await open(g.port, '127.0.0.2'),
+    ];
+    for (const c of arriving) {
+      c.socket.write('POST /hold HTTP/1.1\r\nhost: guard\r\ncontent-length: 10\r\n\r\nab');
+      await sleep(20);
+    }
+    await holds(g, 3);
+    const probe = await open(g.port, '127.0.0.9');
+    await get(probe, '/ok');
+    assert.deepEqual(g.refusals, [['full', '127.0.0.3']]);
+    arriving[0]!.socket.resume();
+    await closes(arriving[0]!, 'the request begun longest ago');
+    for (const c of arriving.slice(1)) assert.equal(c.isClosed(), false);
+  });
+
   it('newcomerLane: an unread answer with a request pipelined behind it makes room too', async () => {
     const g = await guarded(2, 10, 60_000, 1, 200);
     const stalled = [await open(g.port, '127.0.0.2'), await open(g.port, '127.0.0.3')];
