@@ -27,8 +27,9 @@ export interface KubernetesPodsFake {
   setLog(namespace: string, pod: string, container: string, log: () => string | undefined): void;
   /** Every request, in order, as "METHOD path?query". */
   readonly requests: readonly string[];
-  /** The most log reads it was answering at once. */
+  /** The most log reads it was answering at once, since it started or `countFromNow`. */
   readonly mostLogReadsAtOnce: number;
+  countFromNow(): void;
   stop(): Promise<void>;
 }
 
@@ -146,7 +147,7 @@ export async function startKubernetesPodsFake(): Promise<KubernetesPodsFake> {
       // Answered on the next turn, as a kubelet's stream is: reads at once overlap here as they do there.
       logReads++;
       mostLogReads = Math.max(mostLogReads, logReads);
-      res.once('close', () => logReads--);
+      res.once('finish', () => logReads--);
       if (text === undefined)
         return writeStatus(
           res,
@@ -202,6 +203,9 @@ export async function startKubernetesPodsFake(): Promise<KubernetesPodsFake> {
     requests,
     get mostLogReadsAtOnce() {
       return mostLogReads;
+    },
+    countFromNow() {
+      mostLogReads = logReads;
     },
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };

@@ -429,6 +429,77 @@ describe('secret-agent-webhook versions, against real agents', { timeout: 240_00
     );
   });
 
+  it('a tenant’s pod cannot answer for another namespace: a decoy reference holding =, entries of any shape, pages of huge pods', async () => {
+    const decoy = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'decoy', namespace: 'evil', annotations: { [STATUS_ANNOTATION]: 'injected' } },
+      spec: {
+        containers: [
+          {
+            name: 'secret-agent',
+            image: 'busybox',
+            env: [
+              { name: 'SECRET_0_REF', value: `${REF}=v-next` },
+              { name: 'SECRET_1_REF', value: REF },
+            ],
+          },
+        ],
+      },
+      status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    };
+    api.putPod(decoy);
+    const versions: unknown[] = [
+      null,
+      5,
+      'x',
+      [],
+      { secret: 'SECRET_1', version: 'v-next', changedAt: 1e300 },
+    ];
+    for (let i = 0; i < 300_000; i++) versions.push({});
+    versions.push({ secret: 'SECRET_0', version: 'v-next', changedAt: Date.now() });
+    api.setLog(
+      'evil',
+      'decoy',
+      'secret-agent',
+      () => `${JSON.stringify({ level: 30, msg: 'holding versions', versions })}\n`,
+    );
+
+    // The operator waits for a version no real pod holds: the decoy's own reference must not answer for it.
+    const wait = await run('-A', '--wait-for', `${REF}=v-next`, '--timeout', '1s', '--interval', '300ms');
+    assert.equal(wait.code, VERSIONS_EXIT.behind.code, wait.stderr);
+    assert.match(wait.stderr, /shop\/web-1: holds /);
+    const listed = await run('-n', 'evil', '-o', 'json');
+    assert.equal(listed.code, 0, listed.stderr);
+    const doc = JSON.parse(listed.stdout) as {
+      pods: { files: { secret: string; version: string; since: string }[] }[];
+    };
+    assert.deepEqual(
+      doc.pods[0]!.files.map((f) => [f.secret, f.version, f.since === '']),
+      [
+        ['SECRET_0', 'v-next', false],
+        ['SECRET_1', 'v-next', true],
+      ],
+    );
+    assert.equal((await run('-n', 'evil')).code, 0, 'the table too');
+
+    // Pods as large as etcd keeps, not injected: a page past the bound is asked again, smaller.
+    for (let i = 0; i < 30; i++)
+      api.putPod({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: `big-${i}`, namespace: 'big', annotations: { note: 'x'.repeat(1_400_000) } },
+        spec: { containers: [{ name: 'app', image: 'busybox' }] },
+      });
+    const big = await run('-n', 'big', '-o', 'json');
+    assert.equal(big.code, 0, big.stderr);
+    assert.deepEqual((JSON.parse(big.stdout) as { pods: unknown[] }).pods, []);
+    assert.ok(
+      api.requests.some((r) => r.startsWith('GET /api/v1/namespaces/big/pods?limit=125')),
+      'asked again, smaller',
+    );
+  });
+
   it('every namespace, with -A: the namespace column', async () => {
     const all = await run('-A');
     assert.equal(all.code, 0, all.stderr);
@@ -441,7 +512,7 @@ describe('secret-agent-webhook versions, against real agents', { timeout: 240_00
     assert.equal(unknown.code, VERSIONS_EXIT.arguments.code);
     assert.match(
       unknown.stderr,
-      /--wait-for: no injected pod here reads "aws:rot\/other"\. Fix: name a reference as its annotation writes it: "aws:rot\/db"/,
+      /--wait-for: no injected pod here reads "aws:rot\/other"\. Fix: name a reference as its annotation writes it, then = and the version .*"aws:rot\/db"/,
     );
     for (const [args, flag] of [
       [['-n', NS, '-A'], '--namespace'],
@@ -481,6 +552,7 @@ describe('secret-agent-webhook versions, against real agents', { timeout: 240_00
       api.setLog('bulk', `bulk-${i}`, 'secret-agent', () => log);
     }
     const before = api.requests.length;
+    api.countFromNow();
     const bulk = await run('-n', 'bulk', '-o', 'json', '--concurrency', '6');
     assert.equal(bulk.code, 0, bulk.stderr);
     const doc = JSON.parse(bulk.stdout) as { pods: { files: { state: string }[] }[] };

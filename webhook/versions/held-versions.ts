@@ -1,6 +1,6 @@
 import type { InjectedPod } from './injected-pods.ts';
 import { printable } from './printable.ts';
-import { apiMessage, refusal } from './injected-pods.ts';
+import { apiMessage, KubernetesReadError, refusal } from './injected-pods.ts';
 import type { KubernetesReader } from './kubectl-proxy.ts';
 
 /** One file's secret as a pod holds it: the version its backend names, never a value. */
@@ -35,76 +35,85 @@ interface LogLine {
   readonly version?: unknown;
 }
 
-const TAIL_LINES = 2000;
-const TAIL_BYTES = 1024 * 1024;
-/** The kubelet rotates a container's log at 10 MiB by default: the whole current file. */
-const WHOLE_LOG_BYTES = 16 * 1024 * 1024;
+/**
+ * What one read of a log may be: the tail, up to 10,000 lines and 4 MiB. An agent logs a few lines a
+ * refresh and says what it holds on every change; reading whole 16 MiB files, 8 at a time, for pods
+ * whose containers log on purpose took the command to 1.8 GiB (an eleventh review).
+ */
+const TAIL_LINES = 10_000;
+const TAIL_BYTES = 4 * 1024 * 1024;
 const PINO_ERROR = 50;
+/** A date as JavaScript can hold it (ms since the epoch). */
+const LATEST_MS = 8.64e15;
 
-function lines(text: string): LogLine[] {
-  const out: LogLine[] = [];
-  for (const raw of text.split('\n')) {
-    if (!raw.startsWith('{')) continue;
-    try {
-      out.push(JSON.parse(raw) as LogLine);
-    } catch {
-      // A line cut by limitBytes, or not the agent's.
-    }
+/** A log line as far as it has the shape this command reads; anything else is passed over. */
+function parsed(raw: string): LogLine | undefined {
+  if (!raw.startsWith('{')) return undefined;
+  try {
+    const v: unknown = JSON.parse(raw);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as LogLine) : undefined;
+  } catch {
+    return undefined; // A line cut by limitBytes, or not the agent's.
   }
-  return out;
 }
 
 const text = printable;
+const when = (ms: unknown) =>
+  typeof ms === 'number' && Number.isFinite(ms) && ms > 0 && ms < LATEST_MS ? new Date(ms).toISOString() : '';
 
 /**
  * What a log says the pod holds: a sidecar's last `holding versions` line, else (an init container,
- * or a sidecar that has not said yet) the `fetched` line of each secret, the last of each.
+ * or a sidecar that has not said yet) the `fetched` line of each secret, the last of each. Only the
+ * pod's own secrets (its agent's env names them), each once: a container writes its own log, and a
+ * line of 300,000 entries, or entries that are not objects, stopped the command for every namespace.
  */
 export function heldFromLog(
   pod: InjectedPod,
   log: string,
 ): { files: HeldFile[]; lastError?: string } | undefined {
-  const all = lines(log);
   const refOf = new Map(pod.secrets.map((s) => [s.secret, s.ref]));
-  let at = -1;
-  for (let i = all.length - 1; i >= 0 && at < 0; i--)
-    if (all[i]!.msg === 'holding versions' && Array.isArray(all[i]!.versions)) at = i;
-  const errorAfter = (from: number) => {
-    for (let i = all.length - 1; i > from; i--)
-      if ((all[i]!.level ?? 0) >= PINO_ERROR) return text(all[i]!.msg) || undefined;
-    return undefined;
-  };
-  if (at >= 0) {
-    const files = (all[at]!.versions as Record<string, unknown>[]).map((v) => ({
-      secret: text(v.secret),
-      ref: refOf.get(text(v.secret)) ?? '',
-      file: text(v.file),
-      provider: text(v.provider),
-      version: text(v.version),
-      since: typeof v.changedAt === 'number' ? new Date(v.changedAt).toISOString() : '',
-    }));
-    const lastError = errorAfter(at);
-    return lastError === undefined ? { files } : { files, lastError };
-  }
+  const raws = log.split('\n');
+  let lastError: string | undefined;
   const fetched = new Map<string, HeldFile>();
-  let last = -1;
-  all.forEach((l, i) => {
-    if (l.msg !== 'fetched' || typeof l.id !== 'string') return;
-    last = i;
-    fetched.set(l.id, {
-      secret: l.id,
-      ref: refOf.get(l.id) ?? text(l.ref),
-      file: text(l.file),
-      provider: text(l.ref).split(':')[0] ?? '',
-      version: text(l.version),
-      since: text(l.time),
-    });
-  });
+  // From the end: the last holding line wins; errors after it, fetched lines before none.
+  for (let i = raws.length - 1; i >= 0; i--) {
+    if (!raws[i]!.includes('"msg"')) continue;
+    const l = parsed(raws[i]!);
+    if (l === undefined) continue;
+    if (l.msg === 'holding versions' && Array.isArray(l.versions)) {
+      const files = new Map<string, HeldFile>();
+      for (const v of l.versions as unknown[]) {
+        if (typeof v !== 'object' || v === null) continue;
+        const e = v as Record<string, unknown>;
+        const secret = text(e.secret);
+        if (!refOf.has(secret) || files.has(secret)) continue;
+        files.set(secret, {
+          secret,
+          ref: refOf.get(secret)!,
+          file: text(e.file),
+          provider: text(e.provider),
+          version: text(e.version),
+          since: when(e.changedAt),
+        });
+      }
+      const held = pod.secrets.flatMap((sec) => files.get(sec.secret) ?? []);
+      return lastError === undefined ? { files: held } : { files: held, lastError };
+    }
+    if (l.msg === 'fetched' && typeof l.id === 'string' && refOf.has(l.id) && !fetched.has(l.id))
+      fetched.set(l.id, {
+        secret: l.id,
+        ref: refOf.get(l.id)!,
+        file: text(l.file),
+        provider: text(l.ref).split(':')[0] ?? '',
+        version: text(l.version),
+        since: typeof l.time === 'string' && !Number.isNaN(Date.parse(l.time)) ? text(l.time) : '',
+      });
+    if (fetched.size === 0 && lastError === undefined && typeof l.level === 'number' && l.level >= PINO_ERROR)
+      lastError = text(l.msg) || undefined;
+  }
   if (fetched.size === 0) return undefined;
-  const lastError = errorAfter(last);
-  return lastError === undefined
-    ? { files: [...fetched.values()] }
-    : { files: [...fetched.values()], lastError };
+  const files = pod.secrets.flatMap((s) => fetched.get(s.secret) ?? []);
+  return lastError === undefined ? { files } : { files, lastError };
 }
 
 async function readLog(api: KubernetesReader, pod: InjectedPod, query: Record<string, string>, max: number) {
@@ -115,9 +124,9 @@ async function readLog(api: KubernetesReader, pod: InjectedPod, query: Record<st
   );
 }
 
-/** What `pod` holds, from its agent's log: the tail, then (not said there) the whole current file. */
+/** What `pod` holds, from its agent's log's tail; a pod whose log cannot be read or parsed is `unknown`. */
 export async function readHolding(api: KubernetesReader, pod: InjectedPod): Promise<PodHolding> {
-  let answer = await readLog(
+  const answer = await readLog(
     api,
     pod,
     { tailLines: String(TAIL_LINES), limitBytes: String(TAIL_BYTES) },
@@ -131,18 +140,14 @@ export async function readHolding(api: KubernetesReader, pod: InjectedPod): Prom
       files: [],
       problem: `its agent's log cannot be read: ${apiMessage(answer.status, answer.text)}`,
     };
-  let held = heldFromLog(pod, answer.text);
-  if (held === undefined) {
-    answer = await readLog(api, pod, { limitBytes: String(WHOLE_LOG_BYTES) }, WHOLE_LOG_BYTES);
-    if (answer.status === 200) held = heldFromLog(pod, answer.text);
-  }
+  const held = heldFromLog(pod, answer.text);
   if (held === undefined)
     return {
       pod,
       files: [],
       problem:
         pod.agent === 'sidecar'
-          ? 'its agent has not said what it holds yet (no "holding versions" line in its log)'
+          ? `its agent has not said what it holds in the last ${TAIL_LINES} lines of its log (no "holding versions" line)`
           : 'its init container did not log what it fetched',
     };
   return { pod, ...held };
@@ -161,7 +166,15 @@ export async function readHoldings(
   const worker = async () => {
     while (next < pods.length) {
       const i = next++;
-      out[i] = await readHolding(api, pods[i]!);
+      out[i] = await readHolding(api, pods[i]!).catch((e: unknown) => {
+        // One pod's trouble is that pod's: the API server's refusal of the reads stops the run.
+        if (e instanceof KubernetesReadError) throw e;
+        return {
+          pod: pods[i]!,
+          files: [],
+          problem: `its agent's log could not be read: ${printable((e as Error).message)}`,
+        };
+      });
       onRead(++done);
     }
   };

@@ -75,27 +75,35 @@ export async function prometheusHoldings(
   ]);
   const key = (m: Record<string, string>) => `${m.namespace}/${m.pod}/${m.secret}`;
   const changedAt = new Map(changed.map((s) => [key(s.metric), Number(s.value[1])]));
-  const byPod = new Map<string, HeldFile[]>();
+  const byPod = new Map<string, Map<string, HeldFile>>();
   for (const s of info) {
     const m = s.metric;
     const at = changedAt.get(key(m));
-    const files = byPod.get(`${m.namespace}/${m.pod}`) ?? [];
-    files.push({
-      secret: printable(m.secret),
+    const pod = `${m.namespace}/${m.pod}`;
+    const files = byPod.get(pod) ?? new Map<string, HeldFile>();
+    const secret = printable(m.secret);
+    // A pod's series are its agent's to write: each secret once, a time only if it is one.
+    if (files.has(secret)) continue;
+    files.set(secret, {
+      secret,
       ref: '',
       file: printable(m.file),
       provider: printable(m.provider),
       version: printable(m.version),
-      // Seconds as a float: rounded back to the milliseconds the agent kept.
-      since: at !== undefined && Number.isFinite(at) ? new Date(Math.round(at * 1000)).toISOString() : '',
+      since:
+        at !== undefined && Number.isFinite(at) && at > 0 && at * 1000 < 8.64e15
+          ? new Date(Math.round(at * 1000)).toISOString()
+          : '',
     });
-    byPod.set(`${m.namespace}/${m.pod}`, files);
+    byPod.set(pod, files);
   }
   return pods.map((pod) => {
-    const refOf = new Map(pod.secrets.map((s) => [s.secret, s.ref]));
-    const files = (byPod.get(`${pod.namespace}/${pod.name}`) ?? [])
-      .map((f) => ({ ...f, ref: refOf.get(f.secret) ?? '' }))
-      .sort((a, b) => a.secret.localeCompare(b.secret, 'en', { numeric: true }));
+    const held = byPod.get(`${pod.namespace}/${pod.name}`);
+    // Only the pod's own secrets, in its spec's order.
+    const files = pod.secrets.flatMap((sec) => {
+      const f = held?.get(sec.secret);
+      return f === undefined ? [] : [{ ...f, ref: sec.ref }];
+    });
     if (files.length > 0) return { pod, files };
     return {
       pod,

@@ -40,7 +40,8 @@ export function versionsTable(pods: readonly ComparedPod[], withNamespace: boole
         ['unknown', ...note].join(', '),
       ]);
   }
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const widths = header.map((h) => h.length);
+  for (const r of rows) r.forEach((cell, i) => (widths[i] = Math.max(widths[i]!, cell.length)));
   const line = (cells: readonly string[]) =>
     cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   const problems = pods

@@ -109,18 +109,23 @@ async function look(
   return compareHoldings(holdings);
 }
 
-/** REF or REF=VERSION, against the references the pods read: a reference may itself hold `=`. */
+/**
+ * REF or REF=VERSION, split at the last `=` whatever the pods read: looking the whole text up first let
+ * a tenant's pod whose reference was `gcp:db=7` turn the operator's wait for version 7 of gcp:db into a
+ * wait for its own (an eleventh review). A reference that holds `=` is named with its version.
+ */
 function target(text: string, refs: ReadonlySet<string>): { ref: string; version?: string } {
-  if (refs.has(text)) return { ref: text };
   const at = text.lastIndexOf('=');
-  if (at > 0 && refs.has(text.slice(0, at))) return { ref: text.slice(0, at), version: text.slice(at + 1) };
+  const ref = at > 0 ? text.slice(0, at) : text;
+  const version = at > 0 ? text.slice(at + 1) : '';
+  if (refs.has(ref)) return version === '' ? { ref } : { ref, version };
   const known = [...refs].sort().slice(0, 10).map(quote).join(', ');
   throw new ConfigError(
     '--wait-for',
-    `no injected pod here reads ${quote(at > 0 ? text.slice(0, at) : text)}`,
+    `no injected pod here reads ${quote(ref)}`,
     refs.size === 0
       ? 'check -n/-A and -l: no injected pod matched'
-      : `name a reference as its annotation writes it: ${known}`,
+      : `name a reference as its annotation writes it, then = and the version (a reference that holds = needs it): ${known}`,
   );
 }
 
