@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { AgentMode, PodIdentity } from '../contract/agent-config.ts';
+import { mapLimited } from '../contract/map-limited.ts';
 import type { SecretReference } from '../contract/reference.ts';
 
 /**
@@ -179,20 +180,13 @@ export async function fetchEach<R>(
   limit: number,
   one: (ref: R) => Promise<SecretValue>,
 ): Promise<FetchOutcome[]> {
-  const outcomes: FetchOutcome[] = new Array(refs.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < refs.length) {
-      const i = next++;
-      try {
-        outcomes[i] = { ok: true, value: await one(refs[i]!) };
-      } catch (e) {
-        outcomes[i] = { ok: false, error: toProviderError(e) };
-      }
+  return mapLimited(refs, limit, async (ref): Promise<FetchOutcome> => {
+    try {
+      return { ok: true, value: await one(ref) };
+    } catch (e) {
+      return { ok: false, error: toProviderError(e) };
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, refs.length) }, worker));
-  return outcomes;
+  });
 }
 
 /** Anything a provider throws that is not already a ProviderError: named, never with a payload. */

@@ -1,6 +1,6 @@
-import type { InjectedPod } from './injected-pods.ts';
+import { mapLimited } from '../../agent/contract/map-limited.ts';
+import { apiMessage, KubernetesReadError, refusal, type InjectedPod } from './injected-pods.ts';
 import { printable } from './printable.ts';
-import { apiMessage, KubernetesReadError, refusal } from './injected-pods.ts';
 import type { KubernetesReader } from './kubectl-proxy.ts';
 
 /** One file's secret as a pod holds it: the version its backend names, never a value. */
@@ -116,20 +116,15 @@ export function heldFromLog(
   return lastError === undefined ? { files } : { files, lastError };
 }
 
-async function readLog(api: KubernetesReader, pod: InjectedPod, query: Record<string, string>, max: number) {
-  const q = new URLSearchParams({ container: pod.logContainer, ...query });
-  return api.get(
-    `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}/log?${q}`,
-    max,
-  );
-}
-
 /** What `pod` holds, from its agent's log's tail; a pod whose log cannot be read or parsed is `unknown`. */
 export async function readHolding(api: KubernetesReader, pod: InjectedPod): Promise<PodHolding> {
-  const answer = await readLog(
-    api,
-    pod,
-    { tailLines: String(TAIL_LINES), limitBytes: String(TAIL_BYTES) },
+  const query = new URLSearchParams({
+    container: pod.logContainer,
+    tailLines: String(TAIL_LINES),
+    limitBytes: String(TAIL_BYTES),
+  });
+  const answer = await api.get(
+    `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}/log?${query}`,
     TAIL_BYTES,
   );
   if (answer.status === 403 || answer.status === 401)
@@ -160,24 +155,18 @@ export async function readHoldings(
   concurrency: number,
   onRead: (done: number) => void = () => {},
 ): Promise<PodHolding[]> {
-  const out: PodHolding[] = new Array<PodHolding>(pods.length);
-  let next = 0;
   let done = 0;
-  const worker = async () => {
-    while (next < pods.length) {
-      const i = next++;
-      out[i] = await readHolding(api, pods[i]!).catch((e: unknown) => {
-        // One pod's trouble is that pod's: the API server's refusal of the reads stops the run.
-        if (e instanceof KubernetesReadError) throw e;
-        return {
-          pod: pods[i]!,
-          files: [],
-          problem: `its agent's log could not be read: ${printable((e as Error).message)}`,
-        };
-      });
-      onRead(++done);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, pods.length) }, worker));
-  return out;
+  return mapLimited(pods, concurrency, async (pod) => {
+    const holding = await readHolding(api, pod).catch((e: unknown): PodHolding => {
+      // One pod's trouble is that pod's: the API server's refusal of the reads stops the run.
+      if (e instanceof KubernetesReadError) throw e;
+      return {
+        pod,
+        files: [],
+        problem: `its agent's log could not be read: ${printable((e as Error).message)}`,
+      };
+    });
+    onRead(++done);
+    return holding;
+  });
 }

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
+import { readCapped } from './capped-body.ts';
 
 /**
  * The Kubernetes API as kubectl reaches it: one `kubectl proxy` on a Unix socket in a directory only
@@ -136,21 +137,7 @@ export async function startKubectlProxy(t: KubectlTarget): Promise<KubernetesRea
         headersTimeout: CALL_TIMEOUT_MS,
         bodyTimeout: CALL_TIMEOUT_MS,
       });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let cut = false;
-      for await (const chunk of res.body) {
-        const piece = chunk as Buffer;
-        if (size + piece.length > maxBytes) {
-          chunks.push(piece.subarray(0, maxBytes - size));
-          cut = true;
-          res.body.destroy();
-          break;
-        }
-        chunks.push(piece);
-        size += piece.length;
-      }
-      return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8'), cut };
+      return { status: res.statusCode, ...(await readCapped(res.body, maxBytes)) };
     },
     async close() {
       await dispatcher.close();

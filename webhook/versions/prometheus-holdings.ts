@@ -1,4 +1,5 @@
 import { request } from 'undici';
+import { readCapped } from './capped-body.ts';
 import type { HeldFile, PodHolding } from './held-versions.ts';
 import { printable } from './printable.ts';
 import type { InjectedPod } from './injected-pods.ts';
@@ -30,19 +31,12 @@ async function query(base: string, promql: string): Promise<Sample[]> {
       `--prometheus: ${url.origin} cannot be reached (${(e as Error).message}). Fix: name Prometheus's URL, e.g. http://prometheus.monitoring:9090`,
     );
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of res.body) {
-    size += (c as Buffer).length;
-    if (size > MAX_ANSWER_BYTES) {
-      res.body.destroy();
-      throw new PrometheusError(
-        `--prometheus: the answer to ${promql} is over ${MAX_ANSWER_BYTES >> 20} MiB. Fix: narrow it with -n or -l`,
-      );
-    }
-    chunks.push(c as Buffer);
-  }
-  const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as {
+  const answer = await readCapped(res.body, MAX_ANSWER_BYTES);
+  if (answer.cut)
+    throw new PrometheusError(
+      `--prometheus: the answer to ${promql} is over ${MAX_ANSWER_BYTES >> 20} MiB. Fix: narrow it with -n or -l`,
+    );
+  const body = JSON.parse(answer.text || '{}') as {
     status?: string;
     error?: string;
     data?: { resultType?: string; result?: Sample[] };
